@@ -1,0 +1,248 @@
+/*
+ * vigil — collective communication that never hangs silently.
+ *
+ * The C API. Names, signatures and numeric values are a stable contract
+ * (see docs/api.md); the shape follows NCCL/HCCL so code ports by renaming.
+ * Every call returns a vigilResult_t; on failure vigilGetLastError() returns
+ * text that starts with a stable error id ("VG-BOOT-003: ...") and names the
+ * rank, the operation, the peer(s), the cause and the remedy.
+ */
+#ifndef VIGIL_VIGIL_H
+#define VIGIL_VIGIL_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#if defined(__GNUC__)
+#define VIGIL_API __attribute__((visibility("default")))
+#else
+#define VIGIL_API
+#endif
+
+#define VIGIL_MAJOR 0
+#define VIGIL_MINOR 1
+#define VIGIL_PATCH 0
+#define VIGIL_VERSION_CODE (VIGIL_MAJOR * 10000 + VIGIL_MINOR * 100 + VIGIL_PATCH)
+
+typedef struct vigilComm* vigilComm_t;
+typedef struct vigilStream* vigilStream_t; /* NULL = blocking call */
+typedef struct vigilEvent* vigilEvent_t;
+
+#define VIGIL_ROOT_INFO_BYTES 128
+typedef struct {
+  char internal[VIGIL_ROOT_INFO_BYTES];
+} vigilRootInfo;
+
+typedef enum {
+  vigilSuccess = 0,
+  vigilInvalidArgument = 1, /* a bad argument, or one that contradicts the communicator */
+  vigilInvalidUsage = 2,    /* wrong call order, use after destroy/abort, group misuse,
+                               buffer changed while in flight (buffer guard) */
+  vigilSystemError = 3,     /* an OS call failed (socket, bind, mmap, ...) */
+  vigilInternalError = 4,
+  vigilRemoteError = 5, /* a peer died, left, or reported an error */
+  vigilTimeout = 6,
+  vigilMismatch = 7, /* ranks disagree: collective fingerprint, world size,
+                        version, config */
+  vigilAborted = 8,  /* the communicator was aborted (by the user or watchdog) */
+  vigilInProgress = 9,  /* query: not finished yet */
+  vigilNumericError = 10 /* NaN/Inf found by the NaN check */
+} vigilResult_t;
+
+typedef enum {
+  vigilInt8 = 0,
+  vigilUint8 = 1,
+  vigilInt32 = 2,
+  vigilUint32 = 3,
+  vigilInt64 = 4,
+  vigilUint64 = 5,
+  vigilFloat16 = 6,
+  vigilFloat32 = 7,
+  vigilFloat64 = 8,
+  vigilBfloat16 = 9
+} vigilDataType_t;
+
+typedef enum { vigilSum = 0, vigilProd = 1, vigilMax = 2, vigilMin = 3, vigilAvg = 4 } vigilRedOp_t;
+
+/* ---- Version, errors ---------------------------------------------------- */
+
+VIGIL_API vigilResult_t vigilGetVersion(int* version); /* major*10000 + minor*100 + patch */
+VIGIL_API const char* vigilGetErrorString(vigilResult_t result);
+/* Last error text of the calling thread for this comm (comm may be NULL for
+   init errors). It starts with the error id, e.g. "VG-BOOT-003: ...". */
+VIGIL_API const char* vigilGetLastError(vigilComm_t comm);
+
+/* ---- Communicators ------------------------------------------------------ */
+
+/* Root side: fill a root info (address, port, random job token) and start the
+   rendezvous listener in the background. Any rank may call it once and pass
+   the bytes to the others (file, env, MPI, shared global for threads). */
+VIGIL_API vigilResult_t vigilGetRootInfo(vigilRootInfo* info);
+VIGIL_API vigilResult_t vigilRootInfoToString(const vigilRootInfo* info, char* out,
+                                              size_t outBytes); /* hex; needs >= 2*128+1 */
+VIGIL_API vigilResult_t vigilRootInfoFromString(const char* text, vigilRootInfo* info);
+
+VIGIL_API vigilResult_t vigilCommInitRootInfo(int nranks, const vigilRootInfo* info, int rank,
+                                              vigilComm_t* comm);
+
+typedef struct {
+  size_t size;          /* sizeof(vigilConfig), set by VIGIL_CONFIG_INIT */
+  int timeoutMs;        /* per-op deadline; -1 = from env VIGIL_TIMEOUT_MS (default 600000) */
+  int connectTimeoutMs; /* init deadline; -1 = VIGIL_CONNECT_TIMEOUT_MS (default 120000) */
+  int fingerprint;      /* -1 = env VIGIL_FINGERPRINT (default 1) */
+  int nanCheck;         /* -1 = env VIGIL_NAN_CHECK (default 0) */
+  int bufferGuard;      /* -1 = env VIGIL_BUFFER_GUARD (default 0) */
+  const char* commName; /* NULL = generated; shows in logs and errors */
+} vigilConfig;
+#define VIGIL_CONFIG_INIT {sizeof(vigilConfig), -1, -1, -1, -1, -1, NULL}
+VIGIL_API vigilResult_t vigilCommInitRootInfoConfig(int nranks, const vigilRootInfo* info, int rank,
+                                                    const vigilConfig* config, vigilComm_t* comm);
+
+/* From the launcher's environment: VIGIL_ROOT_INFO (hex) + VIGIL_RANK/VIGIL_WORLD_SIZE,
+   or torchrun's MASTER_ADDR/MASTER_PORT/RANK/WORLD_SIZE, or Open MPI's
+   OMPI_COMM_WORLD_RANK/SIZE, or SLURM's SLURM_PROCID/SLURM_NTASKS. */
+VIGIL_API vigilResult_t vigilCommInitFromEnv(vigilComm_t* comm);
+
+VIGIL_API vigilResult_t vigilCommSplit(vigilComm_t comm, int color, int key,
+                                       vigilComm_t* newcomm); /* color < 0: newcomm = NULL */
+VIGIL_API vigilResult_t vigilCommCount(vigilComm_t comm, int* count);
+VIGIL_API vigilResult_t vigilCommUserRank(vigilComm_t comm, int* rank);
+VIGIL_API vigilResult_t vigilCommGetAsyncError(vigilComm_t comm, vigilResult_t* asyncError);
+
+VIGIL_API vigilResult_t vigilCommFinalize(vigilComm_t comm); /* collective: flush, tell peers this is a clean exit */
+VIGIL_API vigilResult_t vigilCommDestroy(vigilComm_t comm);  /* local: join threads, free everything */
+/* local: cancel in-flight work, return within 1 s, then free. Safe to call from
+   another thread while ops on this comm are blocked: they return vigilAborted first. */
+VIGIL_API vigilResult_t vigilCommAbort(vigilComm_t comm);
+
+/* ---- Streams and events (CPU streams: in-order queues) ------------------ */
+
+VIGIL_API vigilResult_t vigilStreamCreate(vigilStream_t* stream);
+VIGIL_API vigilResult_t vigilStreamDestroy(vigilStream_t stream);
+VIGIL_API vigilResult_t vigilStreamSynchronize(vigilStream_t stream); /* returns the first error of its ops */
+VIGIL_API vigilResult_t vigilStreamQuery(vigilStream_t stream);       /* vigilSuccess or vigilInProgress */
+typedef void (*vigilHostFn_t)(void* userData);
+VIGIL_API vigilResult_t vigilLaunchHostFunc(vigilStream_t stream, vigilHostFn_t fn, void* userData);
+VIGIL_API vigilResult_t vigilEventCreate(vigilEvent_t* event);
+VIGIL_API vigilResult_t vigilEventRecord(vigilEvent_t event, vigilStream_t stream);
+VIGIL_API vigilResult_t vigilStreamWaitEvent(vigilStream_t stream, vigilEvent_t event);
+VIGIL_API vigilResult_t vigilEventSynchronize(vigilEvent_t event);
+VIGIL_API vigilResult_t vigilEventQuery(vigilEvent_t event);
+VIGIL_API vigilResult_t vigilEventDestroy(vigilEvent_t event);
+
+/* ---- Collectives and point-to-point ------------------------------------- */
+/* Counts are element counts. In-place is allowed where NCCL allows it
+   (sendbuff == recvbuff for AllReduce/Broadcast/Reduce; AllGather with
+   sendbuff == recvbuff + rank*sendcount; ReduceScatter with
+   recvbuff == sendbuff + rank*recvcount). */
+
+VIGIL_API vigilResult_t vigilAllReduce(const void* sendbuff, void* recvbuff, size_t count,
+                                       vigilDataType_t datatype, vigilRedOp_t op, vigilComm_t comm,
+                                       vigilStream_t stream);
+VIGIL_API vigilResult_t vigilBroadcast(const void* sendbuff, void* recvbuff, size_t count,
+                                       vigilDataType_t datatype, int root, vigilComm_t comm,
+                                       vigilStream_t stream);
+VIGIL_API vigilResult_t vigilReduce(const void* sendbuff, void* recvbuff, size_t count,
+                                    vigilDataType_t datatype, vigilRedOp_t op, int root,
+                                    vigilComm_t comm, vigilStream_t stream);
+VIGIL_API vigilResult_t vigilAllGather(const void* sendbuff, void* recvbuff, size_t sendcount,
+                                       vigilDataType_t datatype, vigilComm_t comm,
+                                       vigilStream_t stream);
+VIGIL_API vigilResult_t vigilReduceScatter(const void* sendbuff, void* recvbuff, size_t recvcount,
+                                           vigilDataType_t datatype, vigilRedOp_t op,
+                                           vigilComm_t comm, vigilStream_t stream);
+VIGIL_API vigilResult_t vigilAllToAll(const void* sendbuff, void* recvbuff, size_t count /* per peer */,
+                                      vigilDataType_t datatype, vigilComm_t comm,
+                                      vigilStream_t stream);
+VIGIL_API vigilResult_t vigilAllToAllV(const void* sendbuff, const size_t* sendcounts,
+                                       const size_t* sdispls, void* recvbuff,
+                                       const size_t* recvcounts, const size_t* rdispls,
+                                       vigilDataType_t datatype, vigilComm_t comm,
+                                       vigilStream_t stream);
+VIGIL_API vigilResult_t vigilGather(const void* sendbuff, void* recvbuff, size_t sendcount,
+                                    vigilDataType_t datatype, int root, vigilComm_t comm,
+                                    vigilStream_t stream);
+VIGIL_API vigilResult_t vigilScatter(const void* sendbuff, void* recvbuff, size_t recvcount,
+                                     vigilDataType_t datatype, int root, vigilComm_t comm,
+                                     vigilStream_t stream);
+VIGIL_API vigilResult_t vigilBarrier(vigilComm_t comm, vigilStream_t stream);
+VIGIL_API vigilResult_t vigilSend(const void* sendbuff, size_t count, vigilDataType_t datatype,
+                                  int peer, vigilComm_t comm, vigilStream_t stream);
+VIGIL_API vigilResult_t vigilRecv(void* recvbuff, size_t count, vigilDataType_t datatype, int peer,
+                                  vigilComm_t comm, vigilStream_t stream);
+/* Everything between GroupStart and GroupEnd on this thread is issued as one
+   batch (batch_isend_irecv); every buffer in it stays held until the batch completes. */
+VIGIL_API vigilResult_t vigilGroupStart(void);
+VIGIL_API vigilResult_t vigilGroupEnd(void);
+
+/* ---- MoE dispatch / combine (see docs/moe.md) --------------------------- */
+
+typedef struct vigilMoeHandle* vigilMoeHandle_t; /* routing produced by dispatch, consumed by combine */
+
+typedef struct {
+  size_t size;                   /* sizeof(vigilMoeConfig) */
+  int64_t epWorldSize, epRankId; /* declared; must equal the communicator's size and rank */
+  int64_t moeExpertNum;          /* routed experts E; E % (W - sharedExpertRankNum) == 0 */
+  int64_t sharedExpertNum;       /* Sh in [0,4] */
+  int64_t sharedExpertRankNum;   /* S in [0,W); ranks [0,S) hold shared experts */
+  int64_t hidden;                /* H */
+  int64_t topK;                  /* K */
+  int64_t maxTokensPerRank;      /* BS upper bound, same on all ranks */
+  int quantMode;                 /* 0 none, 2 dynamic int8 per token */
+  int expertTokenNumsType;       /* 0 prefix sum, 1 counts */
+} vigilMoeConfig;
+
+typedef struct { /* inputs */
+  const void* x;
+  vigilDataType_t xType;            /* [BS,H] float32/float16/bfloat16 */
+  int64_t bs;                       /* tokens on this rank */
+  const int32_t* expertIds;         /* [BS,K], -1 = unused slot */
+  const float* expertScales;        /* [BS,K] or NULL */
+  const uint8_t* activeMask;
+  int activeMaskDims;               /* NULL, [BS] (1) or [BS,K] (2) */
+  const float* smoothScales;        /* [Sh+E,H] or NULL (quantMode 2 only) */
+  /* outputs */
+  void* expandX;
+  int64_t expandXRows;              /* [A,H] in xType, or int8 when quantised */
+  float* dynamicScales;             /* [A] when quantised, else NULL */
+  float* expandScales;              /* [A] or NULL */
+  int64_t* expertTokenNums;         /* [L] */
+  int32_t* epRecvCounts;            /* [W*L] */
+  int64_t* recvRows;                /* out: rows written to expandX */
+} vigilMoeDispatchArgs;
+
+VIGIL_API vigilResult_t vigilMoeDispatchGetWorkspaceSize(const vigilMoeConfig* cfg,
+                                                         const vigilMoeDispatchArgs* args,
+                                                         vigilComm_t comm, size_t* workspaceBytes);
+VIGIL_API vigilResult_t vigilMoeDispatch(const vigilMoeConfig* cfg, const vigilMoeDispatchArgs* args,
+                                         void* workspace, size_t workspaceBytes,
+                                         vigilMoeHandle_t* handle, vigilComm_t comm,
+                                         vigilStream_t stream);
+
+typedef struct {
+  const void* expandX;
+  vigilDataType_t xType;     /* [recvRows,H] expert outputs */
+  const float* expertScales; /* [BS,K] or NULL */
+  const void* sharedExpertX; /* [BS,H] or NULL */
+  void* out;                 /* [BS,H] */
+} vigilMoeCombineArgs;
+
+VIGIL_API vigilResult_t vigilMoeCombineGetWorkspaceSize(const vigilMoeConfig* cfg,
+                                                        vigilMoeHandle_t handle, vigilComm_t comm,
+                                                        size_t* workspaceBytes);
+VIGIL_API vigilResult_t vigilMoeCombine(const vigilMoeConfig* cfg, vigilMoeHandle_t handle,
+                                        const vigilMoeCombineArgs* args, void* workspace,
+                                        size_t workspaceBytes, vigilComm_t comm,
+                                        vigilStream_t stream);
+VIGIL_API vigilResult_t vigilMoeHandleDestroy(vigilMoeHandle_t handle);
+VIGIL_API int64_t vigilMoeRequiredRows(const vigilMoeConfig* cfg, int rank); /* capacity A for expandX */
+
+#ifdef __cplusplus
+} /* extern "C" */
+#endif
+
+#endif /* VIGIL_VIGIL_H */

@@ -1,0 +1,328 @@
+// The C API: check the arguments that need no communicator, describe the
+// call as an OpDesc, hand it to the communicator (or the open group), and
+// map exceptions to result codes. Nothing else lives here.
+
+#include <cstring>
+
+#include "api/handles.hpp"
+#include "bootstrap/launch_env.hpp"
+#include "comm/registry.hpp"
+#include "core/dtype.hpp"
+#include "runtime/group.hpp"
+#include "vigil/vigil.h"
+
+using namespace vigil;
+
+namespace {
+
+void requireNullStream(vigilStream_t stream, OpKind kind) {
+  if (stream != nullptr) {
+    ErrorBuilder(Errc::ApiNotSupported)
+        .op(opName(kind))
+        .cause("this build runs operations on the NULL stream only (blocking calls)")
+        .remedy("pass NULL as the stream")
+        .raise();
+  }
+}
+
+vigilResult_t submit(vigilComm_t comm, vigilStream_t stream, const OpDesc& op) {
+  return api::guarded(comm, [&] {
+    std::shared_ptr<Communicator> c = api::acquire(comm);
+    requireNullStream(stream, op.kind);
+    if (group::active()) {
+      group::add(std::move(c), op);
+    } else {
+      c->run(op);
+    }
+  });
+}
+
+vigilResult_t notSupported(const char* call, vigilComm_t comm = nullptr) {
+  return api::guarded(comm, [&] {
+    ErrorBuilder(Errc::ApiNotSupported)
+        .op(call)
+        .cause(call, " is not available in this build of vigil")
+        .remedy("see docs/api.md for the calls this version implements")
+        .raise();
+  });
+}
+
+vigilResult_t initComm(int nranks, const RootInfo& root, int rank, const vigilConfig* config, vigilComm_t* comm) {
+  CommConfig resolved = CommConfig::resolve(config, processConfig());
+  *comm = api::makeHandle(Communicator::create(nranks, root, rank, resolved));
+  return vigilSuccess;
+}
+
+}  // namespace
+
+extern "C" {
+
+vigilResult_t vigilGetVersion(int* version) {
+  return api::guarded(nullptr, [&] {
+    if (version == nullptr) ErrorBuilder(Errc::ApiNullArgument).op("vigilGetVersion").cause("version is NULL").raise();
+    *version = VIGIL_VERSION_CODE;
+  });
+}
+
+const char* vigilGetErrorString(vigilResult_t result) {
+  switch (result) {
+    case vigilSuccess: return "success";
+    case vigilInvalidArgument: return "invalid argument";
+    case vigilInvalidUsage: return "invalid usage";
+    case vigilSystemError: return "system error";
+    case vigilInternalError: return "internal error";
+    case vigilRemoteError: return "remote error (a peer died, left or failed)";
+    case vigilTimeout: return "timeout";
+    case vigilMismatch: return "mismatch between ranks";
+    case vigilAborted: return "aborted";
+    case vigilInProgress: return "in progress";
+    case vigilNumericError: return "numeric error (NaN/Inf)";
+  }
+  return "unknown result code";
+}
+
+const char* vigilGetLastError(vigilComm_t comm) { return api::lastErrorText(comm); }
+
+vigilResult_t vigilGetRootInfo(vigilRootInfo* info) {
+  return api::guarded(nullptr, [&] {
+    if (info == nullptr) ErrorBuilder(Errc::ApiNullArgument).op("vigilGetRootInfo").cause("info is NULL").raise();
+    installExitHandler();
+    createRoot(processConfig()).encode(info);
+  });
+}
+
+vigilResult_t vigilRootInfoToString(const vigilRootInfo* info, char* out, size_t outBytes) {
+  return api::guarded(nullptr, [&] {
+    if (info == nullptr || out == nullptr) {
+      ErrorBuilder(Errc::ApiNullArgument).op("vigilRootInfoToString").cause(info ? "out" : "info", " is NULL").raise();
+    }
+    if (outBytes < 2 * VIGIL_ROOT_INFO_BYTES + 1) {
+      ErrorBuilder(Errc::ApiCountOverflow)
+          .op("vigilRootInfoToString")
+          .cause("outBytes is ", outBytes, "; the text needs ", 2 * VIGIL_ROOT_INFO_BYTES + 1)
+          .remedy("pass a buffer of at least 2*VIGIL_ROOT_INFO_BYTES+1 bytes")
+          .raise();
+    }
+    std::string hex = rootInfoToHex(*info);
+    std::memcpy(out, hex.c_str(), hex.size() + 1);
+  });
+}
+
+vigilResult_t vigilRootInfoFromString(const char* text, vigilRootInfo* info) {
+  return api::guarded(nullptr, [&] {
+    if (text == nullptr || info == nullptr) {
+      ErrorBuilder(Errc::ApiNullArgument).op("vigilRootInfoFromString").cause(text ? "info" : "text", " is NULL").raise();
+    }
+    *info = rootInfoFromHex(text);
+  });
+}
+
+vigilResult_t vigilCommInitRootInfo(int nranks, const vigilRootInfo* info, int rank, vigilComm_t* comm) {
+  return vigilCommInitRootInfoConfig(nranks, info, rank, nullptr, comm);
+}
+
+vigilResult_t vigilCommInitRootInfoConfig(int nranks, const vigilRootInfo* info, int rank, const vigilConfig* config,
+                                          vigilComm_t* comm) {
+  return api::guarded(nullptr, [&] {
+    if (info == nullptr || comm == nullptr) {
+      ErrorBuilder(Errc::ApiNullArgument).op("init").cause(info ? "comm" : "info", " is NULL").raise();
+    }
+    *comm = nullptr;
+    initComm(nranks, RootInfo::decode(*info), rank, config, comm);
+  });
+}
+
+vigilResult_t vigilCommInitFromEnv(vigilComm_t* comm) {
+  return api::guarded(nullptr, [&] {
+    if (comm == nullptr) ErrorBuilder(Errc::ApiNullArgument).op("init").cause("comm is NULL").raise();
+    *comm = nullptr;
+    LaunchEnv env = resolveLaunchEnv([](const char* var) { return std::getenv(var); });
+    installExitHandler();
+    if (env.hostsRoot) hostRootAt(env.root, processConfig());
+    initComm(env.nranks, env.root, env.rank, nullptr, comm);
+  });
+}
+
+vigilResult_t vigilCommSplit(vigilComm_t comm, int, int, vigilComm_t* newcomm) {
+  if (newcomm != nullptr) *newcomm = nullptr;
+  return notSupported("vigilCommSplit", comm);
+}
+
+vigilResult_t vigilCommCount(vigilComm_t comm, int* count) {
+  return api::guarded(comm, [&] {
+    if (count == nullptr) ErrorBuilder(Errc::ApiNullArgument).op("vigilCommCount").cause("count is NULL").raise();
+    *count = api::acquire(comm)->nranks();
+  });
+}
+
+vigilResult_t vigilCommUserRank(vigilComm_t comm, int* rank) {
+  return api::guarded(comm, [&] {
+    if (rank == nullptr) ErrorBuilder(Errc::ApiNullArgument).op("vigilCommUserRank").cause("rank is NULL").raise();
+    *rank = api::acquire(comm)->rank();
+  });
+}
+
+vigilResult_t vigilCommGetAsyncError(vigilComm_t comm, vigilResult_t* asyncError) {
+  return api::guarded(comm, [&] {
+    if (asyncError == nullptr) {
+      ErrorBuilder(Errc::ApiNullArgument).op("vigilCommGetAsyncError").cause("asyncError is NULL").raise();
+    }
+    std::optional<Error> error = api::acquire(comm)->asyncError();
+    *asyncError = error ? error->result() : vigilSuccess;
+    if (error) api::setLastError(comm, error->text());
+  });
+}
+
+vigilResult_t vigilCommFinalize(vigilComm_t comm) {
+  return api::guarded(comm, [&] { api::acquire(comm)->finalize(); });
+}
+
+vigilResult_t vigilCommDestroy(vigilComm_t comm) {
+  return api::guarded(comm, [&] {
+    if (std::shared_ptr<Communicator> c = api::retire(comm)) c->destroy();
+  });
+}
+
+vigilResult_t vigilCommAbort(vigilComm_t comm) {
+  return api::guarded(comm, [&] {
+    if (std::shared_ptr<Communicator> c = api::retire(comm)) c->abort();
+  });
+}
+
+// ---- Streams and events: not in this build --------------------------------
+
+vigilResult_t vigilStreamCreate(vigilStream_t* stream) {
+  if (stream != nullptr) *stream = nullptr;
+  return notSupported("vigilStreamCreate");
+}
+vigilResult_t vigilStreamDestroy(vigilStream_t) { return notSupported("vigilStreamDestroy"); }
+vigilResult_t vigilStreamSynchronize(vigilStream_t stream) {
+  return stream == nullptr ? vigilSuccess : notSupported("vigilStreamSynchronize");
+}
+vigilResult_t vigilStreamQuery(vigilStream_t stream) {
+  return stream == nullptr ? vigilSuccess : notSupported("vigilStreamQuery");
+}
+vigilResult_t vigilLaunchHostFunc(vigilStream_t, vigilHostFn_t, void*) { return notSupported("vigilLaunchHostFunc"); }
+vigilResult_t vigilEventCreate(vigilEvent_t* event) {
+  if (event != nullptr) *event = nullptr;
+  return notSupported("vigilEventCreate");
+}
+vigilResult_t vigilEventRecord(vigilEvent_t, vigilStream_t) { return notSupported("vigilEventRecord"); }
+vigilResult_t vigilStreamWaitEvent(vigilStream_t, vigilEvent_t) { return notSupported("vigilStreamWaitEvent"); }
+vigilResult_t vigilEventSynchronize(vigilEvent_t) { return notSupported("vigilEventSynchronize"); }
+vigilResult_t vigilEventQuery(vigilEvent_t) { return notSupported("vigilEventQuery"); }
+vigilResult_t vigilEventDestroy(vigilEvent_t) { return notSupported("vigilEventDestroy"); }
+
+// ---- Collectives and point-to-point ----------------------------------------
+
+vigilResult_t vigilAllReduce(const void* sendbuff, void* recvbuff, size_t count, vigilDataType_t datatype,
+                             vigilRedOp_t op, vigilComm_t comm, vigilStream_t stream) {
+  OpDesc d{OpKind::AllReduce, sendbuff, recvbuff, count, datatype, op};
+  return submit(comm, stream, d);
+}
+
+vigilResult_t vigilBroadcast(const void* sendbuff, void* recvbuff, size_t count, vigilDataType_t datatype, int root,
+                             vigilComm_t comm, vigilStream_t stream) {
+  OpDesc d{OpKind::Broadcast, sendbuff, recvbuff, count, datatype};
+  d.root = root;
+  return submit(comm, stream, d);
+}
+
+vigilResult_t vigilReduce(const void* sendbuff, void* recvbuff, size_t count, vigilDataType_t datatype,
+                          vigilRedOp_t op, int root, vigilComm_t comm, vigilStream_t stream) {
+  OpDesc d{OpKind::Reduce, sendbuff, recvbuff, count, datatype, op};
+  d.root = root;
+  return submit(comm, stream, d);
+}
+
+vigilResult_t vigilAllGather(const void* sendbuff, void* recvbuff, size_t sendcount, vigilDataType_t datatype,
+                             vigilComm_t comm, vigilStream_t stream) {
+  return submit(comm, stream, OpDesc{OpKind::AllGather, sendbuff, recvbuff, sendcount, datatype});
+}
+
+vigilResult_t vigilReduceScatter(const void* sendbuff, void* recvbuff, size_t recvcount, vigilDataType_t datatype,
+                                 vigilRedOp_t op, vigilComm_t comm, vigilStream_t stream) {
+  return submit(comm, stream, OpDesc{OpKind::ReduceScatter, sendbuff, recvbuff, recvcount, datatype, op});
+}
+
+vigilResult_t vigilAllToAll(const void* sendbuff, void* recvbuff, size_t count, vigilDataType_t datatype,
+                            vigilComm_t comm, vigilStream_t stream) {
+  return submit(comm, stream, OpDesc{OpKind::AllToAll, sendbuff, recvbuff, count, datatype});
+}
+
+vigilResult_t vigilAllToAllV(const void* sendbuff, const size_t* sendcounts, const size_t* sdispls, void* recvbuff,
+                             const size_t* recvcounts, const size_t* rdispls, vigilDataType_t datatype,
+                             vigilComm_t comm, vigilStream_t stream) {
+  OpDesc d{OpKind::AllToAllV, sendbuff, recvbuff, 0, datatype};
+  d.sendcounts = sendcounts;
+  d.sdispls = sdispls;
+  d.recvcounts = recvcounts;
+  d.rdispls = rdispls;
+  return submit(comm, stream, d);
+}
+
+vigilResult_t vigilGather(const void* sendbuff, void* recvbuff, size_t sendcount, vigilDataType_t datatype, int root,
+                          vigilComm_t comm, vigilStream_t stream) {
+  OpDesc d{OpKind::Gather, sendbuff, recvbuff, sendcount, datatype};
+  d.root = root;
+  return submit(comm, stream, d);
+}
+
+vigilResult_t vigilScatter(const void* sendbuff, void* recvbuff, size_t recvcount, vigilDataType_t datatype, int root,
+                           vigilComm_t comm, vigilStream_t stream) {
+  OpDesc d{OpKind::Scatter, sendbuff, recvbuff, recvcount, datatype};
+  d.root = root;
+  return submit(comm, stream, d);
+}
+
+vigilResult_t vigilBarrier(vigilComm_t comm, vigilStream_t stream) {
+  return submit(comm, stream, OpDesc{OpKind::Barrier});
+}
+
+vigilResult_t vigilSend(const void* sendbuff, size_t count, vigilDataType_t datatype, int peer, vigilComm_t comm,
+                        vigilStream_t stream) {
+  OpDesc d{OpKind::Send, sendbuff, nullptr, count, datatype};
+  d.peer = peer;
+  return submit(comm, stream, d);
+}
+
+vigilResult_t vigilRecv(void* recvbuff, size_t count, vigilDataType_t datatype, int peer, vigilComm_t comm,
+                        vigilStream_t stream) {
+  OpDesc d{OpKind::Recv, nullptr, recvbuff, count, datatype};
+  d.peer = peer;
+  return submit(comm, stream, d);
+}
+
+vigilResult_t vigilGroupStart(void) {
+  return api::guarded(nullptr, [] { group::start(); });
+}
+
+vigilResult_t vigilGroupEnd(void) {
+  return api::guarded(nullptr, [] { group::end(); });
+}
+
+// ---- MoE: not in this build -------------------------------------------------
+
+vigilResult_t vigilMoeDispatchGetWorkspaceSize(const vigilMoeConfig*, const vigilMoeDispatchArgs*, vigilComm_t comm,
+                                               size_t*) {
+  return notSupported("vigilMoeDispatchGetWorkspaceSize", comm);
+}
+vigilResult_t vigilMoeDispatch(const vigilMoeConfig*, const vigilMoeDispatchArgs*, void*, size_t, vigilMoeHandle_t* handle,
+                               vigilComm_t comm, vigilStream_t) {
+  if (handle != nullptr) *handle = nullptr;
+  return notSupported("vigilMoeDispatch", comm);
+}
+vigilResult_t vigilMoeCombineGetWorkspaceSize(const vigilMoeConfig*, vigilMoeHandle_t, vigilComm_t comm, size_t*) {
+  return notSupported("vigilMoeCombineGetWorkspaceSize", comm);
+}
+vigilResult_t vigilMoeCombine(const vigilMoeConfig*, vigilMoeHandle_t, const vigilMoeCombineArgs*, void*, size_t,
+                              vigilComm_t comm, vigilStream_t) {
+  return notSupported("vigilMoeCombine", comm);
+}
+vigilResult_t vigilMoeHandleDestroy(vigilMoeHandle_t) { return notSupported("vigilMoeHandleDestroy"); }
+int64_t vigilMoeRequiredRows(const vigilMoeConfig*, int) {
+  notSupported("vigilMoeRequiredRows");
+  return -1;
+}
+
+}  // extern "C"

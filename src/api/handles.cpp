@@ -1,0 +1,92 @@
+#include "api/handles.hpp"
+
+#include <list>
+#include <mutex>
+#include <new>
+#include <string>
+#include <unordered_map>
+
+namespace vigil::api {
+namespace {
+
+struct Shells {
+  std::mutex mutex;
+  std::list<vigilComm> all;  // never shrinks: see handles.hpp
+};
+
+Shells& shells() {
+  static Shells* const s = new Shells();  // immortal: handles may be used during exit
+  return *s;
+}
+
+thread_local std::unordered_map<const void*, std::string> lastErrors;
+
+}  // namespace
+
+vigilComm_t makeHandle(std::shared_ptr<Communicator> comm) {
+  std::lock_guard lock(shells().mutex);
+  vigilComm& shell = shells().all.emplace_back();
+  shell.impl.store(std::move(comm));
+  return &shell;
+}
+
+std::shared_ptr<Communicator> acquire(vigilComm_t comm) {
+  if (comm == nullptr) ErrorBuilder(Errc::ApiNullArgument).cause("comm is NULL").raise();
+  uint64_t magic = comm->magic.load(std::memory_order_acquire);
+  if (magic != vigilComm::kLive && magic != vigilComm::kDead) {
+    ErrorBuilder(Errc::ApiBadHandle).cause("comm ", static_cast<const void*>(comm), " is not a vigil communicator").raise();
+  }
+  std::shared_ptr<Communicator> impl = comm->impl.load();
+  if (!impl) {
+    ErrorBuilder(Errc::ApiUseAfterFree)
+        .cause("comm ", static_cast<const void*>(comm), " was already destroyed or aborted")
+        .raise();
+  }
+  return impl;
+}
+
+std::shared_ptr<Communicator> retire(vigilComm_t comm) {
+  acquire(comm);  // validates the handle
+  std::shared_ptr<Communicator> impl = comm->impl.exchange(nullptr);
+  comm->magic.store(vigilComm::kDead, std::memory_order_release);
+  return impl;
+}
+
+void setLastError(vigilComm_t comm, const std::string& text) {
+  lastErrors[comm] = text;
+  if (comm != nullptr) lastErrors[nullptr] = text;  // also "the last error of this thread"
+}
+
+vigilResult_t fromException(vigilComm_t comm) {
+  try {
+    throw;
+  } catch (const Error& e) {
+    setLastError(comm, e.text());
+    return e.result();
+  } catch (const std::bad_alloc&) {
+    Error e = ErrorBuilder(Errc::OpOutOfMemory).cause("out of memory").build();
+    setLastError(comm, e.text());
+    return e.result();
+  } catch (const std::exception& ex) {
+    Error e = ErrorBuilder(Errc::Internal).cause(ex.what()).build();
+    setLastError(comm, e.text());
+    return e.result();
+  }
+}
+
+const char* lastErrorText(vigilComm_t comm) {
+  auto it = lastErrors.find(comm);
+  if (it != lastErrors.end()) return it->second.c_str();
+  // An error this thread did not see (it failed an op on another thread).
+  if (comm != nullptr && comm->magic.load() == vigilComm::kLive) {
+    if (auto impl = comm->impl.load()) {
+      if (auto error = impl->asyncError()) {
+        lastErrors[comm] = error->text();
+        return lastErrors[comm].c_str();
+      }
+    }
+  }
+  return "";
+}
+
+}  // namespace vigil::api

@@ -1,0 +1,46 @@
+#pragma once
+// What a vigilComm_t points to. The shell outlives the communicator: after
+// destroy or abort it stays (tiny, marked dead) so that a late call gets
+// VG-API-007 instead of touching freed memory.
+
+#include <atomic>
+#include <cstdint>
+#include <memory>
+
+#include "comm/communicator.hpp"
+
+struct vigilComm {
+  static constexpr uint64_t kLive = 0x5649474c434f4d4dULL;  // "VIGLCOMM"
+  static constexpr uint64_t kDead = 0x44454144434f4d4dULL;  // "DEADCOMM"
+  std::atomic<uint64_t> magic{kLive};
+  std::atomic<std::shared_ptr<vigil::Communicator>> impl;
+};
+
+namespace vigil::api {
+
+vigilComm_t makeHandle(std::shared_ptr<Communicator> comm);
+// The live communicator behind a handle; throws VG-API-013 / VG-API-007.
+std::shared_ptr<Communicator> acquire(vigilComm_t comm);
+// Detaches the communicator from its handle (destroy/abort); null if already dead.
+std::shared_ptr<Communicator> retire(vigilComm_t comm);
+
+// Runs `body`, mapping a thrown Error to its result code and storing its text
+// as the calling thread's last error for `comm`.
+template <class Body>
+vigilResult_t guarded(vigilComm_t comm, Body&& body);
+
+void setLastError(vigilComm_t comm, const std::string& text);
+vigilResult_t fromException(vigilComm_t comm);
+const char* lastErrorText(vigilComm_t comm);
+
+template <class Body>
+vigilResult_t guarded(vigilComm_t comm, Body&& body) {
+  try {
+    body();
+    return vigilSuccess;
+  } catch (...) {
+    return fromException(comm);
+  }
+}
+
+}  // namespace vigil::api

@@ -1,0 +1,34 @@
+#pragma once
+// Where a rank learns its rank, the world size and the root from the
+// launcher's environment: vigil-run (VIGIL_ROOT_INFO), torchrun
+// (MASTER_ADDR/MASTER_PORT/RANK/WORLD_SIZE), Open MPI (OMPI_COMM_WORLD_*)
+// and SLURM (SLURM_PROCID/SLURM_NTASKS), the last two with a root address
+// from VIGIL_ROOT_ADDR or MASTER_ADDR/MASTER_PORT.
+
+#include <functional>
+#include <string>
+
+#include "bootstrap/root_info.hpp"
+#include "core/config.hpp"
+
+namespace vigil {
+
+struct LaunchEnv {
+  int rank = -1;
+  int nranks = 0;
+  std::string launcher;  // "vigil-run", "torchrun", "Open MPI", "SLURM", for logs and errors
+  RootInfo root;
+  bool hostsRoot = false;  // rank 0 of an address-based launch serves the rendezvous
+};
+
+using EnvLookup = std::function<const char*(const char*)>;
+
+// Throws VG-BOOT-009 (no launcher found) or VG-BOOT-010 (malformed variable).
+LaunchEnv resolveLaunchEnv(const EnvLookup& lookup);
+
+// Creates a root: picks the interface and port, starts the rendezvous thread.
+RootInfo createRoot(const EnvConfig& env);
+// Serves the rendezvous on exactly `root.address`'s port (address-based launches).
+void hostRootAt(const RootInfo& root, const EnvConfig& env);
+
+}  // namespace vigil

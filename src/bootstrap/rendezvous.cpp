@@ -1,0 +1,173 @@
+#include "bootstrap/rendezvous.hpp"
+
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <fstream>
+
+#include "core/errors.hpp"
+#include "core/log.hpp"
+
+namespace vigil {
+
+std::vector<uint8_t> Hello::encode() const {
+  WireWriter w;
+  w.put(nranks).put(rank).put(libVersion).put(wireVersion).put(pid);
+  w.putString(hostname).putString(hostId);
+  uint8_t addr[SocketAddress::kPackedBytes];
+  listenAddress.pack(addr);
+  w.putBytes(addr, sizeof addr);
+  w.put(connectTimeoutMs).put(timeoutMs).put(fingerprint).put(nanCheck).put(bufferGuard).put(transport);
+  return std::move(w.bytes());
+}
+
+Hello Hello::decode(const std::vector<uint8_t>& bytes) {
+  WireReader r(bytes);
+  Hello h;
+  h.nranks = r.get<int32_t>();
+  h.rank = r.get<int32_t>();
+  h.libVersion = r.get<uint32_t>();
+  h.wireVersion = r.get<uint16_t>();
+  h.pid = r.get<uint32_t>();
+  h.hostname = r.getString(256);
+  h.hostId = r.getString(256);
+  const uint8_t* addr = r.getBytes(SocketAddress::kPackedBytes);
+  if (addr[0] != 4 && addr[0] != 6) throw WireFormatError("bad address family");
+  h.listenAddress = SocketAddress::unpack(addr);
+  h.connectTimeoutMs = r.get<int32_t>();
+  h.timeoutMs = r.get<int32_t>();
+  h.fingerprint = r.get<uint8_t>();
+  h.nanCheck = r.get<uint8_t>();
+  h.bufferGuard = r.get<uint8_t>();
+  h.transport = r.get<uint8_t>();
+  if (!r.done()) throw WireFormatError("trailing bytes after hello");
+  return h;
+}
+
+std::string Hello::where() const { return cat("rank ", rank, " (host ", hostname, ", pid ", pid, ")"); }
+
+std::vector<uint8_t> RendezvousReply::encode() const {
+  WireWriter w;
+  w.put<uint8_t>(ok ? 0 : 1);
+  if (!ok) {
+    w.put<uint32_t>(result).putString(errorText);
+    return std::move(w.bytes());
+  }
+  w.put<uint32_t>(static_cast<uint32_t>(peers.size()));
+  for (const PeerInfo& p : peers) {
+    w.putString(p.hostname).putString(p.hostId).put(p.pid);
+    uint8_t addr[SocketAddress::kPackedBytes];
+    p.address.pack(addr);
+    w.putBytes(addr, sizeof addr);
+  }
+  return std::move(w.bytes());
+}
+
+RendezvousReply RendezvousReply::decode(const std::vector<uint8_t>& bytes) {
+  WireReader r(bytes);
+  RendezvousReply reply;
+  reply.ok = r.get<uint8_t>() == 0;
+  if (!reply.ok) {
+    reply.result = static_cast<vigilResult_t>(r.get<uint32_t>());
+    reply.errorText = r.getString(1 << 20);
+    return reply;
+  }
+  auto count = r.get<uint32_t>();
+  if (count > (1u << 20)) throw WireFormatError("absurd rank count in reply");
+  reply.peers.resize(count);
+  for (PeerInfo& p : reply.peers) {
+    p.hostname = r.getString(256);
+    p.hostId = r.getString(256);
+    p.pid = r.get<uint32_t>();
+    const uint8_t* addr = r.getBytes(SocketAddress::kPackedBytes);
+    if (addr[0] != 4 && addr[0] != 6) throw WireFormatError("bad address family");
+    p.address = SocketAddress::unpack(addr);
+  }
+  return reply;
+}
+
+size_t maxReplyBytes(int nranks) { return 4096 + static_cast<size_t>(nranks) * 1024; }
+
+const std::string& localHostId() {
+  static const std::string id = [] {
+    std::string boot;
+    std::ifstream("/proc/sys/kernel/random/boot_id") >> boot;
+    struct stat st {};
+    std::string netns = stat("/proc/self/ns/net", &st) == 0 ? std::to_string(st.st_ino) : "0";
+    return cat(boot.empty() ? localHostName() : boot, "/", netns);
+  }();
+  return id;
+}
+
+std::vector<PeerInfo> rendezvous(const SocketAddress& root, const JobToken& token, const Hello& hello,
+                                 Deadline deadline) {
+  std::string lastError;
+  Fd fd = connectWithRetry(root, deadline, -1, &lastError);
+  if (!fd) {
+    ErrorBuilder(Errc::BootRootUnreachable)
+        .rank(hello.rank, hello.nranks)
+        .op("init")
+        .cause("could not connect to the rendezvous root at ", root.toString(), " within ",
+               hello.connectTimeoutMs, " ms (last error: ", lastError, ")")
+        .raise();
+  }
+  Preamble preamble;
+  preamble.kind = static_cast<uint16_t>(ConnKind::Rendezvous);
+  preamble.wireVersion = hello.wireVersion;
+  preamble.token = token;
+  preamble.rank = hello.rank;
+  preamble.libVersion = hello.libVersion;
+  IoStatus st = sendAll(fd.get(), &preamble, sizeof preamble, deadline);
+  if (st == IoStatus::Done) st = sendMessage(fd.get(), hello.encode(), deadline);
+  if (st != IoStatus::Done) {
+    ErrorBuilder(Errc::BootRootFailed)
+        .rank(hello.rank, hello.nranks)
+        .op("init")
+        .cause("the rendezvous root at ", root.toString(), " closed the connection before accepting this rank's hello")
+        .raise();
+  }
+  // The root answers at its own deadline at the latest (it starts counting at
+  // the first arrival, never later than ours); the grace covers clock skew
+  // between its deadline and ours.
+  Deadline replyDeadline(deadline.at() + std::chrono::seconds(5));
+  ReceivedMessage msg = recvMessage(fd.get(), maxReplyBytes(hello.nranks), replyDeadline);
+  if (msg.status != IoStatus::Done) {
+    const bool timedOut = msg.status == IoStatus::TimedOut;
+    ErrorBuilder(timedOut ? Errc::BootMissingRanks : Errc::BootRootFailed)
+        .rank(hello.rank, hello.nranks)
+        .op("init")
+        .cause(timedOut ? "the rendezvous root at " : "the rendezvous root at ", root.toString(),
+               timedOut ? " gave no answer before the connect timeout; the ranks that arrived are "
+                          "unknown to this rank"
+                        : " closed the connection before answering (did its process exit?)")
+        .raise();
+  }
+  RendezvousReply reply;
+  try {
+    reply = RendezvousReply::decode(msg.payload);
+  } catch (const WireFormatError& e) {
+    ErrorBuilder(Errc::PeerProtocol)
+        .rank(hello.rank, hello.nranks)
+        .op("init")
+        .cause("the rendezvous root sent a malformed reply: ", e.what())
+        .raise();
+  }
+  if (!reply.ok) {
+    // The root's verdict is the same text on every rank; keep its id and code.
+    Errc errc = Errc::BootRootFailed;
+    for (const ErrcInfo& info : allErrcInfo()) {
+      if (reply.errorText.rfind(info.id, 0) == 0) errc = info.errc;
+    }
+    throw Error(errc, reply.result, reply.errorText);
+  }
+  if (static_cast<int>(reply.peers.size()) != hello.nranks) {
+    ErrorBuilder(Errc::PeerProtocol)
+        .rank(hello.rank, hello.nranks)
+        .op("init")
+        .cause("the rendezvous root sent a table of ", reply.peers.size(), " ranks")
+        .raise();
+  }
+  return std::move(reply.peers);
+}
+
+}  // namespace vigil

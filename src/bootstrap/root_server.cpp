@@ -1,0 +1,392 @@
+#include "bootstrap/root_server.hpp"
+
+#include <poll.h>
+#include <sys/socket.h>
+
+#include <atomic>
+#include <cerrno>
+#include <list>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <thread>
+
+#include "bootstrap/rendezvous.hpp"
+#include "core/errors.hpp"
+#include "core/log.hpp"
+#include "net/event_fd.hpp"
+
+namespace vigil {
+namespace {
+
+// A connection that has not yet presented a valid preamble and hello.
+struct Pending {
+  Pending(Fd f, std::string source, Deadline d) : fd(std::move(f)), from(std::move(source)), deadline(d) {}
+  Fd fd;
+  std::string from;
+  Deadline deadline;
+  Preamble preamble{};
+  size_t have = 0;  // bytes of the current stage
+  uint32_t length = 0;
+  enum class Stage { Preamble, Length, Payload } stage = Stage::Preamble;
+  std::vector<uint8_t> payload;
+};
+
+struct Arrival {
+  Fd fd;
+  Hello hello;
+};
+
+constexpr int kPendingReadTimeoutMs = 10000;
+constexpr size_t kMaxPendingConnections = 4096;
+
+class Rendezvous {
+ public:
+  Rendezvous(Listener listener, JobToken token, int idleTimeoutMs, int stopFd)
+      : listener_(std::move(listener)),
+        token_(token),
+        stopFd_(stopFd),
+        deadline_(Deadline::afterMs(idleTimeoutMs)) {}
+
+  void run();
+
+ private:
+  void acceptAll();
+  // Returns false when the connection is finished (rejected or arrived).
+  bool readPending(Pending& p);
+  void reject(Pending& p, const std::string& why);
+  void arrive(Pending& p, Hello hello);
+  std::optional<std::string> checkAgainstFirst(const Hello& hello) const;
+  void fail(Errc errc, const std::string& cause, const std::string& remedy = {});
+  void replyAll(const RendezvousReply& reply);
+  void missingRanks();
+  std::string describeArrivals() const;
+
+  Listener listener_;
+  JobToken token_;
+  int stopFd_;
+  Deadline deadline_;
+  std::list<Pending> pending_;
+  std::map<int, Arrival> arrived_;  // by rank
+  std::optional<Hello> first_;
+  std::optional<RendezvousReply> verdict_;  // set once the outcome is known
+  bool done_ = false;
+};
+
+void Rendezvous::run() {
+  std::vector<pollfd> fds;
+  while (!done_) {
+    fds.clear();
+    fds.push_back({stopFd_, POLLIN, 0});
+    fds.push_back({listener_.fd.get(), POLLIN, 0});
+    Deadline wake = deadline_;
+    for (Pending& p : pending_) {
+      fds.push_back({p.fd.get(), POLLIN, 0});
+      wake = wake.earlier(p.deadline);
+    }
+    int rc = ::poll(fds.data(), fds.size(), wake.pollTimeoutMs(1000));
+    if (rc < 0 && errno != EINTR) break;
+    if (fds[0].revents & POLLIN) return;  // process exit or test teardown
+    if (fds[1].revents & POLLIN) acceptAll();
+    size_t index = 2;
+    for (auto it = pending_.begin(); it != pending_.end() && index < fds.size(); ++index) {
+      bool keep = true;
+      if (fds[index].revents != 0) keep = readPending(*it);
+      if (keep && it->deadline.expired()) {
+        reject(*it, "it sent no complete hello within 10 s");
+        keep = false;
+      }
+      it = keep ? std::next(it) : pending_.erase(it);
+    }
+    if (done_) break;
+    if (deadline_.expired()) {
+      if (!verdict_ && first_) missingRanks();
+      break;  // a root nobody came to gives up quietly
+    }
+  }
+}
+
+void Rendezvous::acceptAll() {
+  while (true) {
+    sockaddr_storage from{};
+    socklen_t len = sizeof from;
+    int fd = ::accept4(listener_.fd.get(), reinterpret_cast<sockaddr*>(&from), &len,
+                       SOCK_NONBLOCK | SOCK_CLOEXEC);
+    if (fd < 0) return;
+    SocketAddress peer;
+    std::memcpy(&peer.storage, &from, len);
+    peer.length = len;
+    if (pending_.size() >= kMaxPendingConnections) {
+      ::close(fd);
+      VIGIL_LOG_AT(LogLevel::Warn, -1, errorId(Errc::NetRejected), ": rendezvous root at ",
+                   listener_.address.toString(), " refused ", peer.toString(), ": too many unidentified connections");
+      continue;
+    }
+    setTcpOptions(fd);
+    pending_.emplace_back(Fd(fd), peer.toString(), Deadline::afterMs(kPendingReadTimeoutMs));
+  }
+}
+
+void Rendezvous::reject(Pending& p, const std::string& why) {
+  VIGIL_LOG_AT(LogLevel::Warn, -1, errorId(Errc::NetRejected), ": rendezvous root at ",
+               listener_.address.toString(), " closed a connection from ", p.from, ": ", why,
+               "; the rendezvous goes on");
+  p.fd.reset();
+}
+
+bool Rendezvous::readPending(Pending& p) {
+  while (true) {
+    uint8_t* target;
+    size_t want;
+    switch (p.stage) {
+      case Pending::Stage::Preamble:
+        target = reinterpret_cast<uint8_t*>(&p.preamble) + p.have;
+        want = sizeof(Preamble) - p.have;
+        break;
+      case Pending::Stage::Length:
+        target = reinterpret_cast<uint8_t*>(&p.length) + p.have;
+        want = sizeof(uint32_t) - p.have;
+        break;
+      default:
+        target = p.payload.data() + p.have;
+        want = p.payload.size() - p.have;
+        break;
+    }
+    ssize_t n = want == 0 ? 0 : ::recv(p.fd.get(), target, want, 0);
+    if (want != 0) {
+      if (n == 0) {
+        reject(p, "it closed the connection before sending a complete hello");
+        return false;
+      }
+      if (n < 0) {
+        if (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR) return true;
+        reject(p, errnoText(errno));
+        return false;
+      }
+      p.have += static_cast<size_t>(n);
+      if (static_cast<size_t>(n) < want) continue;
+    }
+    p.have = 0;
+    if (p.stage == Pending::Stage::Preamble) {
+      if (p.preamble.magic != kWireMagic) {
+        reject(p, "it did not present vigil's magic (not a vigil rank)");
+        return false;
+      }
+      if (p.preamble.token != token_) {
+        reject(p, "it presented another job's token (a rank of a different job or root info)");
+        return false;
+      }
+      if (p.preamble.wireVersion != kWireVersion ||
+          p.preamble.libVersion != static_cast<uint32_t>(VIGIL_VERSION_CODE)) {
+        fail(Errc::BootVersionMismatch,
+             cat("rank ", p.preamble.rank, " (", p.from, ") runs vigil ", p.preamble.libVersion,
+                 " with wire version ", p.preamble.wireVersion, ", but the rendezvous root runs vigil ",
+                 VIGIL_VERSION_CODE, " with wire version ", kWireVersion,
+                 first_ ? cat(" like ", first_->where()) : std::string()));
+        // Tell this rank too, in the reply format every version understands.
+        sendMessage(p.fd.get(), verdict_->encode(), Deadline::afterMs(2000));
+        return false;
+      }
+      p.stage = Pending::Stage::Length;
+      continue;
+    }
+    if (p.stage == Pending::Stage::Length) {
+      if (p.length > kMaxHelloBytes) {
+        reject(p, cat("it announced a hello of ", p.length, " bytes (limit ", kMaxHelloBytes, ")"));
+        return false;
+      }
+      p.payload.resize(p.length);
+      p.stage = Pending::Stage::Payload;
+      continue;
+    }
+    try {
+      arrive(p, Hello::decode(p.payload));
+    } catch (const WireFormatError& e) {
+      reject(p, cat("its hello is malformed (", e.what(), ")"));
+    } catch (const Error& e) {
+      reject(p, cat("its hello is malformed (", e.text(), ")"));
+    }
+    return false;
+  }
+}
+
+std::optional<std::string> Rendezvous::checkAgainstFirst(const Hello& h) const {
+  const Hello& f = *first_;
+  std::string diff;
+  auto field = [&](const char* name, long long mine, long long theirs) {
+    if (mine == theirs) return;
+    diff += cat(diff.empty() ? "" : "; ", name, " is ", mine, " on ", h.where(), " but ", theirs,
+                " on ", f.where());
+  };
+  field("VIGIL_TIMEOUT_MS (vigilConfig.timeoutMs)", h.timeoutMs, f.timeoutMs);
+  field("VIGIL_FINGERPRINT", h.fingerprint, f.fingerprint);
+  field("VIGIL_NAN_CHECK", h.nanCheck, f.nanCheck);
+  field("VIGIL_BUFFER_GUARD", h.bufferGuard, f.bufferGuard);
+  if (h.transport != f.transport) {
+    diff += cat(diff.empty() ? "" : "; ", "VIGIL_TRANSPORT is ",
+                toString(static_cast<TransportKind>(h.transport)), " on ", h.where(), " but ",
+                toString(static_cast<TransportKind>(f.transport)), " on ", f.where());
+  }
+  if (diff.empty()) return std::nullopt;
+  return diff;
+}
+
+void Rendezvous::arrive(Pending& p, Hello hello) {
+  if (verdict_) {
+    // The outcome is already known (a failure): tell the late rank at once.
+    sendMessage(p.fd.get(), verdict_->encode(), Deadline::afterMs(2000));
+    return;
+  }
+  if (hello.nranks < 1 || hello.rank < 0 || hello.rank >= hello.nranks) {
+    reject(p, cat("it claims rank ", hello.rank, " of ", hello.nranks));
+    return;
+  }
+  if (!first_) {
+    first_ = hello;
+    deadline_ = Deadline::afterMs(hello.connectTimeoutMs);
+  }
+  Arrival& slot = arrived_[hello.rank];
+  const bool duplicate = slot.fd.valid();
+  Hello previous = slot.hello;
+  if (!duplicate) {
+    slot.fd = std::move(p.fd);
+    slot.hello = hello;
+  }
+  if (hello.nranks != first_->nranks) {
+    std::string byValue;
+    for (const auto& [rank, a] : arrived_) {
+      if (!a.fd.valid()) continue;
+      byValue += cat(byValue.empty() ? "" : "; ", a.hello.where(), " declared ", a.hello.nranks);
+    }
+    if (duplicate) byValue += cat("; ", hello.where(), " declared ", hello.nranks);
+    fail(Errc::BootWorldSizeMismatch, cat("ranks declared different world sizes: ", byValue));
+  } else if (duplicate) {
+    fail(Errc::BootDuplicateRank, cat("rank ", hello.rank, " was claimed twice: by ", previous.where(),
+                                      " and by ", hello.where()));
+  } else if (auto diff = checkAgainstFirst(hello)) {
+    fail(Errc::BootConfigMismatch, cat("ranks disagree on configuration that must agree: ", *diff));
+  }
+  if (duplicate && verdict_) sendMessage(p.fd.get(), verdict_->encode(), Deadline::afterMs(2000));
+  if (verdict_) return;
+  VIGIL_LOG_AT(LogLevel::Debug, -1, "rendezvous: ", hello.where(), " arrived (", arrived_.size(), "/",
+               first_->nranks, ")");
+  if (static_cast<int>(arrived_.size()) == first_->nranks) {
+    RendezvousReply table;
+    table.ok = true;
+    for (const auto& [rank, a] : arrived_) {
+      table.peers.push_back({a.hello.hostname, a.hello.hostId, a.hello.pid, a.hello.listenAddress});
+    }
+    replyAll(table);
+    done_ = true;
+  }
+}
+
+void Rendezvous::fail(Errc errc, const std::string& cause, const std::string& remedy) {
+  if (verdict_) return;
+  ErrorBuilder builder(errc);
+  builder.op("init").cause(cause);
+  if (!remedy.empty()) builder.remedy(remedy);
+  Error error = builder.build();
+  verdict_ = RendezvousReply{};
+  verdict_->result = error.result();
+  verdict_->errorText = error.text();
+  VIGIL_LOG_AT(LogLevel::Warn, -1, "rendezvous root at ", listener_.address.toString(), ": ", error.text());
+  replyAll(*verdict_);
+}
+
+void Rendezvous::replyAll(const RendezvousReply& reply) {
+  std::vector<uint8_t> bytes = reply.encode();
+  for (auto& [rank, a] : arrived_) {
+    if (!a.fd.valid()) continue;
+    if (sendMessage(a.fd.get(), bytes, Deadline::afterMs(5000)) != IoStatus::Done) {
+      VIGIL_LOG_AT(LogLevel::Warn, -1, "rendezvous root could not answer ", a.hello.where(),
+                   " (it went away)");
+    }
+    a.fd.reset();
+  }
+}
+
+std::string Rendezvous::describeArrivals() const {
+  std::string out;
+  for (const auto& [rank, a] : arrived_) {
+    out += cat(out.empty() ? "" : ", ", rank, " (", a.hello.hostname, ", pid ", a.hello.pid, ")");
+  }
+  return out;
+}
+
+void Rendezvous::missingRanks() {
+  std::vector<int> missing;
+  for (int r = 0; r < first_->nranks; ++r) {
+    if (!arrived_.count(r)) missing.push_back(r);
+  }
+  fail(Errc::BootMissingRanks,
+       cat("after ", first_->connectTimeoutMs, " ms only ", arrived_.size(), " of ", first_->nranks,
+           " ranks reached the rendezvous root at ", listener_.address.toString(),
+           "; arrived: ", describeArrivals(), "; missing: ", joinRanks(missing)),
+       cat("start rank(s) ", joinRanks(missing),
+           " or find why they did not arrive: do they use the same root info (VIGIL_ROOT_INFO, "
+           "or MASTER_ADDR/MASTER_PORT = ", listener_.address.toString(),
+           "), can their host reach that address (VIGIL_SOCKET_IFNAME), did they crash before init? "
+           "Raise VIGIL_CONNECT_TIMEOUT_MS if they start slowly"));
+}
+
+// All root servers of this process, so exit and tests can stop them.
+struct RootThread {
+  std::thread thread;
+  EventFd stop;
+  std::atomic<bool> finished{false};
+};
+
+struct RootRegistry {
+  std::mutex mutex;
+  std::list<std::unique_ptr<RootThread>> threads;
+
+  void reapFinished() {
+    for (auto it = threads.begin(); it != threads.end();) {
+      if ((*it)->finished.load()) {
+        (*it)->thread.join();
+        it = threads.erase(it);
+      } else {
+        ++it;
+      }
+    }
+  }
+};
+
+RootRegistry& registry() {
+  static RootRegistry* const r = new RootRegistry();  // immortal: used from exit handlers
+  return *r;
+}
+
+}  // namespace
+
+void startRootServer(Listener listener, const JobToken& token, int idleTimeoutMs) {
+  auto root = std::make_unique<RootThread>();
+  RootThread* self = root.get();
+  std::lock_guard lock(registry().mutex);
+  registry().reapFinished();
+  root->thread = std::thread([self, token, idleTimeoutMs, l = std::move(listener)]() mutable {
+    {
+      Rendezvous rendezvous(std::move(l), token, idleTimeoutMs, self->stop.fd());
+      rendezvous.run();
+    }  // closes the listener and every connection before we say we are done
+    self->finished.store(true);
+  });
+  registry().threads.push_back(std::move(root));
+}
+
+void stopAllRootServers() {
+  std::lock_guard lock(registry().mutex);
+  for (auto& t : registry().threads) t->stop.signal();
+  for (auto& t : registry().threads) t->thread.join();
+  registry().threads.clear();
+}
+
+int runningRootServers() {
+  std::lock_guard lock(registry().mutex);
+  registry().reapFinished();
+  return static_cast<int>(registry().threads.size());
+}
+
+}  // namespace vigil

@@ -1,0 +1,252 @@
+// Running operations: sequence numbers, the op's frame header, the step
+// runner the algorithms drive, and the communicator's lifecycle.
+
+#include "comm/communicator.hpp"
+
+#include "core/dtype.hpp"
+#include "core/log.hpp"
+
+namespace vigil {
+
+FrameHeader Communicator::headerFor(const OpDesc& op, int64_t seq) const {
+  FrameHeader h;
+  h.kind = static_cast<uint8_t>(isPointToPoint(op.kind) ? FrameKind::PointToPoint : FrameKind::Collective);
+  // Both ends of a point-to-point pair describe the message the same way.
+  h.op = static_cast<uint8_t>(isPointToPoint(op.kind) ? OpKind::Send : op.kind);
+  h.dtype = static_cast<uint8_t>(op.dtype);
+  h.redop = static_cast<uint8_t>(op.hasRedOp() ? op.redop : 0);
+  h.root = op.hasRoot() ? op.root : -1;
+  h.seq = static_cast<uint64_t>(seq);
+  h.count = op.kind == OpKind::AllToAllV || op.kind == OpKind::Barrier ? 0 : op.count;
+  return h;
+}
+
+void Communicator::checkUsable() const {
+  switch (state_.load()) {
+    case State::Active: break;
+    case State::Finalized:
+      error(Errc::CommFinalized).cause("the communicator was finalized").raise();
+    case State::Destroyed:
+    case State::Aborted:
+      error(Errc::ApiUseAfterFree).cause("the communicator was destroyed or aborted").raise();
+  }
+  std::lock_guard lock(errorMutex_);
+  if (fatal_) {
+    error(Errc::CommFailed)
+        .result(fatal_->result())
+        .cause("the communicator failed earlier and cannot run more operations; the first error was: ",
+               fatal_->text())
+        .raise();
+  }
+}
+
+void Communicator::run(const OpDesc& op) {
+  validate(op);
+  std::lock_guard lock(opMutex_);
+  checkUsable();
+  if (isPointToPoint(op.kind)) {
+    runPointToPointBatch(std::span<const OpDesc>(&op, 1));
+  } else {
+    runCollective(op);
+  }
+}
+
+void Communicator::runPointToPoint(std::span<const OpDesc> ops) {
+  for (const OpDesc& op : ops) validate(op);
+  std::lock_guard lock(opMutex_);
+  checkUsable();
+  runPointToPointBatch(ops);
+}
+
+void Communicator::runCollective(const OpDesc& op) {
+  const int64_t seq = nextSeq_;
+  current_ = headerFor(op, seq);
+  currentLabel_ = opName(op.kind);
+  watchPeers_ = true;
+  opStart_ = Clock::now();
+  opDeadline_ = Deadline::afterMs(config_.timeoutMs);
+
+  std::vector<int> everyone;
+  for (int p = 0; p < nranks_; ++p) {
+    if (p != rank_) everyone.push_back(p);
+  }
+  checkPeersBeforeStart(everyone, currentLabel_.c_str(), seq);
+  ++nextSeq_;  // the op is under way: its number is used, whatever happens next
+  VIGIL_LOG_AT(LogLevel::Trace, rank_, currentLabel_, " seq ", seq, " count ", op.count, " ", dtypeName(op.dtype));
+
+  switch (op.kind) {
+    case OpKind::AllReduce: algo::allReduceRing(*this, op.send, op.recv, op.count, op.dtype, op.redop); break;
+    case OpKind::Broadcast: algo::broadcastBinomial(*this, op.send, op.recv, op.count, op.dtype, op.root); break;
+    case OpKind::Reduce: algo::reduceBinomial(*this, op.send, op.recv, op.count, op.dtype, op.redop, op.root); break;
+    case OpKind::AllGather: algo::allGatherRing(*this, op.send, op.recv, op.count, op.dtype); break;
+    case OpKind::ReduceScatter:
+      algo::reduceScatterRing(*this, op.send, op.recv, op.count, op.dtype, op.redop);
+      break;
+    case OpKind::AllToAll: {
+      std::vector<size_t> counts(static_cast<size_t>(nranks_), op.count), displs(static_cast<size_t>(nranks_));
+      for (size_t p = 0; p < displs.size(); ++p) displs[p] = p * op.count;
+      algo::allToAllVDirect(*this, op.send, counts.data(), displs.data(), op.recv, counts.data(), displs.data(),
+                            op.dtype);
+      break;
+    }
+    case OpKind::AllToAllV:
+      algo::allToAllVDirect(*this, op.send, op.sendcounts, op.sdispls, op.recv, op.recvcounts, op.rdispls,
+                            op.dtype);
+      break;
+    case OpKind::Gather: algo::gatherDirect(*this, op.send, op.recv, op.count, op.dtype, op.root); break;
+    case OpKind::Scatter: algo::scatterDirect(*this, op.send, op.recv, op.count, op.dtype, op.root); break;
+    case OpKind::Barrier: algo::barrierDissemination(*this); break;
+    case OpKind::Send:
+    case OpKind::Recv: break;  // not collectives
+  }
+  completedSeq_.store(seq);
+}
+
+void Communicator::runPointToPointBatch(std::span<const OpDesc> ops) {
+  // Every buffer of the batch is referenced by its transfer until the batch
+  // returns: nothing is released early (the batch_isend_irecv field bug).
+  std::vector<FrameHeader> headers;
+  std::vector<Transfer> transfers;
+  std::vector<int> peers;
+  headers.reserve(ops.size());
+  transfers.reserve(ops.size());
+  for (const OpDesc& op : ops) {
+    const size_t p = static_cast<size_t>(op.peer);
+    const bool isSend = op.kind == OpKind::Send;
+    headers.push_back(headerFor(op, static_cast<int64_t>(isSend ? sendSeq_[p] : recvSeq_[p])));
+    const size_t bytes = op.count * dtypeSize(op.dtype);
+    Transfer t = isSend ? Transfer::send(op.peer, op.send, bytes) : Transfer::recv(op.peer, op.recv, bytes);
+    t.header = &headers.back();
+    transfers.push_back(t);
+    peers.push_back(op.peer);
+  }
+  currentLabel_ = ops.size() == 1 ? opName(ops[0].kind) : cat("group of ", ops.size(), " send/recv");
+  checkPeersBeforeStart(peers, currentLabel_.c_str(), -1);
+  for (const OpDesc& op : ops) {
+    ++(op.kind == OpKind::Send ? sendSeq_ : recvSeq_)[static_cast<size_t>(op.peer)];
+  }
+  current_ = headers.front();
+  watchPeers_ = false;  // only the peers' own sockets matter
+  opStart_ = Clock::now();
+  opDeadline_ = Deadline::afterMs(config_.timeoutMs);
+  exchange(transfers);
+}
+
+void Communicator::exchange(std::span<const Transfer> transfers) {
+  ExchangeFault fault = data_.exchange(transfers, current_, config_.fingerprint, opDeadline_, *this);
+  if (fault.kind != ExchangeFault::Kind::None) failOp(fault);
+}
+
+uint8_t* Communicator::scratch(size_t bytes) {
+  // Kept for the communicator's life: fresh pages cost far more than the copy.
+  if (scratch_.size() < bytes) {
+    try {
+      scratch_.resize(bytes);
+    } catch (const std::bad_alloc&) {
+      error(Errc::OpOutOfMemory).op(currentLabel_).cause("cannot allocate ", bytes, " bytes of scratch").raise();
+    }
+  }
+  return scratch_.data();
+}
+
+int Communicator::checkPeers(std::span<const int> directRecvPeers, int* status) {
+  control_.clearPeerChange();  // then read the state: a later change signals again
+  const auto seq = static_cast<int64_t>(current_.seq);
+  for (int p : control_.peersNotAlive()) {
+    PeerState s = control_.peer(p);
+    if (s.status == PeerState::Status::Left && s.lastSeq >= seq) continue;  // it finished this op
+    bool direct = false;
+    for (int d : directRecvPeers) direct |= d == p;
+    if (direct && s.status != PeerState::Status::Failed) continue;  // its socket tells what it sent
+    *status = static_cast<int>(s.status);
+    return p;
+  }
+  return -1;
+}
+
+void Communicator::checkPeersBeforeStart(std::span<const int> peers, const char* opLabel, int64_t seq) const {
+  for (int p : control_.peersNotAlive()) {
+    bool needed = false;
+    for (int q : peers) needed |= q == p;
+    if (!needed) continue;
+    PeerState s = control_.peer(p);
+    if (s.status == PeerState::Status::Alive) continue;
+    if (s.status == PeerState::Status::Left && seq >= 0 && s.lastSeq >= seq) continue;
+    Error e = describePeerGone(p, s);
+    // Nothing was sent: the communicator stays consistent for ops that do
+    // not need that peer, so this error is not sticky.
+    throw Error(e.errc(), e.result(), e.text());
+  }
+  (void)opLabel;
+}
+
+std::optional<Error> Communicator::asyncError() const {
+  std::lock_guard lock(errorMutex_);
+  return fatal_;
+}
+
+void Communicator::poisonWith(const Error& error, bool tellPeers) {
+  {
+    std::lock_guard lock(errorMutex_);
+    if (fatal_) return;
+    fatal_ = error;
+  }
+  // The caller gets this error as its return value; the log is for the record.
+  VIGIL_LOG_AT(LogLevel::Info, rank_, error.text());
+  if (tellPeers) control_.broadcastFailure(error.result(), error.text());
+}
+
+void Communicator::finalize() {
+  std::lock_guard lock(opMutex_);
+  checkUsable();
+  opStart_ = Clock::now();
+  std::vector<int> missing = control_.finalize(Deadline::afterMs(config_.timeoutMs));
+  std::vector<int> stuck;
+  for (int p : missing) {
+    PeerState s = control_.peer(p);
+    if (s.status == PeerState::Status::Left) continue;  // a clean exit is what finalize asks for
+    if (s.status != PeerState::Status::Alive) throw describePeerGone(p, s);
+    stuck.push_back(p);
+  }
+  if (!stuck.empty()) {
+    error(Errc::OpTimeout)
+        .op("finalize")
+        .cause("rank(s) ", joinRanks(stuck), " did not reach vigilCommFinalize within ", config_.timeoutMs,
+               " ms (they are alive but still busy or stuck)")
+        .raise();
+  }
+  state_.store(State::Finalized);
+  control_.sendBye(ByeReason::Finalize, completedSeq_.load());
+}
+
+void Communicator::destroy(ByeReason reason) {
+  State s = state_.load();
+  if (s == State::Destroyed) return;
+  if (s == State::Active || s == State::Finalized) {
+    if (!state_.compare_exchange_strong(s, State::Destroyed)) return;
+    if (s == State::Active) {
+      std::optional<Error> failed = asyncError();
+      control_.sendBye(reason, completedSeq_.load(), failed ? failed->text() : std::string());
+    }
+  } else {
+    state_.store(State::Destroyed);
+  }
+  control_.poison();  // an op still running in another thread stops now
+  control_.stop();
+}
+
+void Communicator::abort() {
+  State s = state_.load();
+  if (s == State::Destroyed || s == State::Aborted) return;
+  state_.store(State::Aborted);
+  control_.poison();  // blocked ops wake and return vigilAborted
+  Error notice = error(Errc::PeerAborted)
+                     .result(vigilAborted)
+                     .cause("rank ", rank_, " aborted the communicator (vigilCommAbort)")
+                     .remedy("see why rank ", rank_, " aborted; create a new communicator to continue")
+                     .build();
+  control_.broadcastFailure(vigilAborted, notice.text());
+  control_.stop();
+}
+
+}  // namespace vigil

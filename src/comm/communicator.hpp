@@ -1,0 +1,114 @@
+#pragma once
+// A communicator: one rank's membership in a group of ranks. It owns the
+// connections (control plane + data plane), assigns sequence numbers,
+// validates operations against the group, runs their algorithms, and turns
+// every transport fault into an Error that tells the whole story.
+//
+// Thread-safety: operations on one communicator are serialised in issue
+// order (as with NCCL); abort() may be called from any thread at any time.
+
+#include <atomic>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "algo/algo.hpp"
+#include "bootstrap/mesh.hpp"
+#include "bootstrap/rendezvous.hpp"
+#include "bootstrap/root_info.hpp"
+#include "comm/op_desc.hpp"
+#include "control/control_plane.hpp"
+#include "core/config.hpp"
+#include "core/errors.hpp"
+#include "transport/data_plane.hpp"
+
+namespace vigil {
+
+// Seams for tests that need a rank to look different (version skew).
+struct InitOverrides {
+  uint32_t libVersion = VIGIL_VERSION_CODE;
+  uint16_t wireVersion = kWireVersion;
+};
+
+class Communicator : private algo::StepRunner, private LivenessWatch {
+ public:
+  // Collective: rendezvous, connections, handshake. Throws Error.
+  static std::shared_ptr<Communicator> create(int nranks, const RootInfo& root, int rank,
+                                              const CommConfig& config,
+                                              const InitOverrides& overrides = {});
+  ~Communicator() override;
+
+  int rank() const override { return rank_; }
+  int nranks() const override { return nranks_; }
+  const std::string& name() const { return name_; }
+  const CommConfig& config() const { return config_; }
+
+  // Validates and runs one collective or point-to-point op, blocking.
+  void run(const OpDesc& op);
+  // Validates one op (for groups, at the call that adds it). Throws Error.
+  void validate(const OpDesc& op) const;
+  // Validates and runs point-to-point ops as one batch: all progress at once.
+  void runPointToPoint(std::span<const OpDesc> ops);
+
+  void finalize();
+  // Local teardown; `reason` is what peers are told.
+  void destroy(ByeReason reason = ByeReason::Destroy);
+  void abort();
+  // The stored error if an earlier op broke the communicator.
+  std::optional<Error> asyncError() const;
+
+  ErrorBuilder error(Errc errc) const { return ErrorBuilder(errc).rank(rank_, nranks_).comm(name_); }
+
+ private:
+  Communicator(int rank, int nranks, CommConfig config, std::string name, std::vector<PeerInfo> peers,
+               Mesh&& mesh);
+
+  // StepRunner
+  void exchange(std::span<const Transfer> transfers) override;
+  uint8_t* scratch(size_t bytes) override;
+  // LivenessWatch
+  int fatalFd() const override { return control_.fatalFd(); }
+  int peerChangeFd() const override { return watchPeers_ ? control_.peerChangeFd() : -1; }
+  int checkPeers(std::span<const int> directRecvPeers, int* status) override;
+
+  void runCollective(const OpDesc& op);
+  void runPointToPointBatch(std::span<const OpDesc> ops);
+  void checkUsable() const;
+  void checkPeersBeforeStart(std::span<const int> peers, const char* opLabel, int64_t seq) const;
+  [[noreturn]] void failOp(const ExchangeFault& fault);
+  Error describePeerGone(int peer, const PeerState& state) const;
+  Error describeMismatch(const ExchangeFault& fault) const;
+  std::string describePeer(int peer) const;
+  void poisonWith(const Error& error, bool tellPeers);
+  FrameHeader headerFor(const OpDesc& op, int64_t seq) const;
+
+  const int rank_;
+  const int nranks_;
+  const CommConfig config_;
+  const std::string name_;
+  const std::vector<PeerInfo> peers_;
+  ControlPlane control_;
+  DataPlane data_;
+
+  std::mutex opMutex_;  // serialises operations (never held by abort)
+  // State of the op in progress (guarded by opMutex_).
+  FrameHeader current_{};
+  std::string currentLabel_;
+  bool watchPeers_ = false;
+  Deadline opDeadline_ = Deadline::never();
+  Clock::time_point opStart_{};
+  int64_t nextSeq_ = 1;
+  std::atomic<int64_t> completedSeq_{0};
+  std::vector<uint64_t> sendSeq_, recvSeq_;  // per peer, point-to-point
+  std::vector<uint8_t> scratch_;
+
+  enum class State : uint8_t { Active, Finalized, Destroyed, Aborted };
+  std::atomic<State> state_{State::Active};
+  mutable std::mutex errorMutex_;
+  std::optional<Error> fatal_;  // first error that broke the communicator
+};
+
+}  // namespace vigil

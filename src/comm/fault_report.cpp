@@ -1,0 +1,193 @@
+// Turning what the transport saw into an error a person can act on: which
+// rank, which op and sequence number, which peer, what happened, what to do.
+
+#include "comm/communicator.hpp"
+#include "core/dtype.hpp"
+#include "core/log.hpp"
+
+namespace vigil {
+namespace {
+
+constexpr int kVerdictWaitMs = 1000;
+
+std::string describeHeader(const FrameHeader& h) {
+  std::string text = h.kind == static_cast<uint8_t>(FrameKind::PointToPoint)
+                         ? cat("send #", h.seq)
+                         : cat(opName(static_cast<OpKind>(h.op)), " seq ", h.seq);
+  text += cat(" (", dtypeName(static_cast<vigilDataType_t>(h.dtype)), ", count ", h.count);
+  if (h.redop != 0 || h.op == static_cast<uint8_t>(OpKind::AllReduce) ||
+      h.op == static_cast<uint8_t>(OpKind::Reduce) || h.op == static_cast<uint8_t>(OpKind::ReduceScatter)) {
+    if (h.kind == static_cast<uint8_t>(FrameKind::Collective)) {
+      text += cat(", ", redOpName(static_cast<vigilRedOp_t>(h.redop)));
+    }
+  }
+  if (h.root >= 0) text += cat(", root ", h.root);
+  text += cat(", ", h.bytes, " bytes)");
+  return text;
+}
+
+std::string differingFields(const FrameHeader& mine, const FrameHeader& theirs) {
+  std::string out;
+  auto add = [&](const char* field, const std::string& a, const std::string& b) {
+    out += cat(out.empty() ? "" : ", ", field, " ", a, " vs ", b);
+  };
+  if (mine.kind != theirs.kind) {
+    add("kind", mine.kind == 1 ? "collective" : "point-to-point", theirs.kind == 1 ? "collective" : "point-to-point");
+  }
+  if (mine.op != theirs.op) add("op", opName(static_cast<OpKind>(mine.op)), opName(static_cast<OpKind>(theirs.op)));
+  if (mine.seq != theirs.seq) add("seq", std::to_string(mine.seq), std::to_string(theirs.seq));
+  if (mine.dtype != theirs.dtype) {
+    add("dtype", dtypeName(static_cast<vigilDataType_t>(mine.dtype)), dtypeName(static_cast<vigilDataType_t>(theirs.dtype)));
+  }
+  if (mine.count != theirs.count) add("count", std::to_string(mine.count), std::to_string(theirs.count));
+  if (mine.redop != theirs.redop) {
+    add("redop", redOpName(static_cast<vigilRedOp_t>(mine.redop)), redOpName(static_cast<vigilRedOp_t>(theirs.redop)));
+  }
+  if (mine.root != theirs.root) add("root", std::to_string(mine.root), std::to_string(theirs.root));
+  if (mine.bytes != theirs.bytes) add("bytes", std::to_string(mine.bytes), std::to_string(theirs.bytes));
+  return out;
+}
+
+}  // namespace
+
+std::string Communicator::describePeer(int peer) const {
+  const PeerInfo& p = peers_[static_cast<size_t>(peer)];
+  return cat("rank ", peer, " (host ", p.hostname, ", pid ", p.pid, ")");
+}
+
+Error Communicator::describePeerGone(int peer, const PeerState& s) const {
+  const int64_t seq = static_cast<int64_t>(current_.seq);
+  const std::string opLabel = currentLabel_.empty() ? std::string("operation") : currentLabel_;
+  const bool collective = current_.kind == static_cast<uint8_t>(FrameKind::Collective);
+  auto afterLast = [&] {
+    return s.lastSeq > 0 ? cat("after completing collective seq ", s.lastSeq)
+                         : std::string("before completing any collective");
+  };
+  ErrorBuilder b = error(Errc::PeerDied);
+  b.op(opLabel, collective ? seq : -1);
+  switch (s.status) {
+    case PeerState::Status::Left:
+      b = error(Errc::PeerLeft);
+      b.op(opLabel, collective ? seq : -1)
+          .cause(describePeer(peer), " left the communicator (", describe(s.byeReason), ") ", afterLast(),
+                 "; this rank still needs it",
+                 s.byeCause.empty() ? std::string() : cat(". It had failed before leaving: ", s.byeCause));
+      break;
+    case PeerState::Status::Failed: {
+      // A peer's mismatch verdict is everyone's: keep its result and id.
+      const bool mismatch = s.failure == vigilMismatch;
+      b = error(mismatch ? Errc::OpMismatch : Errc::PeerAborted);
+      b.op(opLabel, collective ? seq : -1)
+          .result(mismatch ? vigilMismatch : vigilRemoteError)
+          .cause(describePeer(peer), " stopped the communicator and reported: ", s.failureText);
+      if (mismatch) b.remedy("make every rank issue the same collectives in the same order with the same arguments");
+      break;
+    }
+    case PeerState::Status::Died:
+    case PeerState::Status::Alive:
+      b.cause(describePeer(peer),
+              " closed its connection without saying goodbye: its process exited, crashed or was killed "
+              "(kill -9, OOM killer), or its host became unreachable");
+      break;
+  }
+  return b.build();
+}
+
+Error Communicator::describeMismatch(const ExchangeFault& f) const {
+  const FrameHeader& mine = f.expected;
+  const FrameHeader& theirs = f.received;
+  const bool sizeOnly = mine.sameOp(theirs) && mine.bytes != theirs.bytes;
+  const bool collective = mine.kind == static_cast<uint8_t>(FrameKind::Collective);
+  ErrorBuilder b = error(sizeOnly ? Errc::OpSizeMismatch : Errc::OpMismatch);
+  b.op(currentLabel_, collective ? static_cast<int64_t>(mine.seq) : -1);
+  if (sizeOnly) {
+    b.cause(describePeer(f.peer), " sent ", theirs.bytes, " bytes where this rank expects ", mine.bytes,
+            " (this rank: ", describeHeader(mine), "; rank ", f.peer, ": ", describeHeader(theirs), ")");
+  } else {
+    b.cause("ranks called different operations: this rank (", rank_, ") runs ", describeHeader(mine), ", ",
+            describePeer(f.peer), " runs ", describeHeader(theirs), "; differing: ", differingFields(mine, theirs));
+  }
+  return b.build();
+}
+
+void Communicator::failOp(const ExchangeFault& f) {
+  const bool collective = current_.kind == static_cast<uint8_t>(FrameKind::Collective);
+  const int64_t seq = collective ? static_cast<int64_t>(current_.seq) : -1;
+  using Kind = ExchangeFault::Kind;
+  switch (f.kind) {
+    case Kind::None: break;
+    case Kind::Fatal: {
+      State s = state_.load();
+      if (s == State::Aborted || s == State::Destroyed) {
+        Error e = error(Errc::CommAborted)
+                      .op(currentLabel_, seq)
+                      .cause("the communicator was ", s == State::Aborted ? "aborted (vigilCommAbort)" : "destroyed",
+                             " while this operation waited")
+                      .build();
+        poisonWith(e, false);
+        throw e;
+      }
+      if (auto failed = control_.firstFailure()) {
+        Error e = describePeerGone(failed->first, failed->second);
+        poisonWith(e, false);
+        throw e;
+      }
+      Error e = error(Errc::CommAborted).op(currentLabel_, seq).build();
+      poisonWith(e, false);
+      throw e;
+    }
+    case Kind::PeerGone: {
+      Error e = describePeerGone(f.peer, control_.peer(f.peer));
+      poisonWith(e, false);
+      throw e;
+    }
+    case Kind::PeerClosed: {
+      // The data socket closed first; the control plane knows why (goodbye or not).
+      PeerState s = control_.waitVerdict(f.peer, Deadline::afterMs(kVerdictWaitMs));
+      Error e = describePeerGone(f.peer, s);
+      poisonWith(e, false);
+      throw e;
+    }
+    case Kind::HeaderMismatch: {
+      Error e = describeMismatch(f);
+      poisonWith(e, true);
+      throw e;
+    }
+    case Kind::Protocol: {
+      Error e = error(Errc::PeerProtocol)
+                    .op(currentLabel_, seq)
+                    .cause(describePeer(f.peer), " sent a data frame without vigil's frame magic (got 0x", std::hex,
+                           f.received.magic, std::dec, ")")
+                    .build();
+      poisonWith(e, true);
+      throw e;
+    }
+    case Kind::TimedOut: {
+      std::string waits;
+      for (const auto& p : f.pending) {
+        waits += cat(waits.empty() ? "" : "; ", p.isSend ? "sending to rank " : "receiving from rank ", p.peer, " (",
+                     p.bytesLeft, " bytes left)");
+      }
+      Error e = error(Errc::OpTimeout)
+                    .op(currentLabel_, seq)
+                    .cause("timed out after ", cat(secondsSince(opStart_)).substr(0, 5), " s (VIGIL_TIMEOUT_MS=",
+                           config_.timeoutMs, "); still ", waits,
+                           ". Those ranks are alive but did not progress: stuck, stopped, or in a different operation")
+                    .build();
+      poisonWith(e, true);
+      throw e;
+    }
+    case Kind::IoError: {
+      Error e = error(Errc::NetSyscall)
+                    .op(currentLabel_, seq)
+                    .cause("socket I/O with ", f.peer >= 0 ? describePeer(f.peer) : std::string("peers"), " failed: ",
+                           errnoText(f.err))
+                    .build();
+      poisonWith(e, true);
+      throw e;
+    }
+  }
+  throw error(Errc::Internal).op(currentLabel_, seq).cause("failOp called without a fault").build();
+}
+
+}  // namespace vigil

@@ -1,0 +1,81 @@
+// Communicator creation: listener, rendezvous, mesh, handshake.
+
+#include <unistd.h>
+
+#include "bootstrap/mesh.hpp"
+#include "comm/communicator.hpp"
+#include "comm/registry.hpp"
+#include "core/log.hpp"
+
+namespace vigil {
+
+std::shared_ptr<Communicator> Communicator::create(int nranks, const RootInfo& root, int rank,
+                                                   const CommConfig& config, const InitOverrides& overrides) {
+  if (nranks < 1 || rank < 0 || rank >= nranks) {
+    ErrorBuilder(Errc::ApiBadRank)
+        .op("init")
+        .cause("rank ", rank, " of nranks ", nranks, " is out of range")
+        .raise();
+  }
+  installExitHandler();
+  raiseFdLimit();
+  const EnvConfig& env = processConfig();
+  const Deadline deadline = Deadline::afterMs(config.connectTimeoutMs);
+  const auto started = Clock::now();
+
+  Listener listener = listenInRange(selectInterfaceAddress(env.socketIfname), env.portRange, "peer connections");
+
+  Hello hello;
+  hello.nranks = nranks;
+  hello.rank = rank;
+  hello.libVersion = overrides.libVersion;
+  hello.wireVersion = overrides.wireVersion;
+  hello.pid = static_cast<uint32_t>(getpid());
+  hello.hostname = localHostName();
+  hello.hostId = localHostId();
+  hello.listenAddress = listener.address;
+  hello.connectTimeoutMs = config.connectTimeoutMs;
+  hello.timeoutMs = config.timeoutMs;
+  hello.fingerprint = config.fingerprint;
+  hello.nanCheck = config.nanCheck;
+  hello.bufferGuard = config.bufferGuard;
+  hello.transport = static_cast<uint8_t>(config.transport);
+
+  std::vector<PeerInfo> peers = rendezvous(root.address, root.token, hello, deadline);
+  Mesh mesh = connectMesh(listener, peers, rank, root.token, overrides.libVersion, deadline);
+  listener.fd.reset();  // nobody else may connect once the mesh is complete
+
+  std::string name = config.name.empty() ? cat("c", tokenTag(root.token)) : config.name;
+  std::shared_ptr<Communicator> comm(
+      new Communicator(rank, nranks, config, std::move(name), std::move(peers), std::move(mesh)));
+  std::vector<int> silent = comm->control_.handshake(deadline);
+  if (!silent.empty()) {
+    comm->destroy(ByeReason::Abort);
+    comm->error(Errc::BootMeshFailed)
+        .op("init")
+        .cause("rank(s) ", joinRanks(silent), " did not confirm the connections before the connect timeout "
+               "(they failed or exited during init)")
+        .raise();
+  }
+  comm->control_.start();
+  registerCommunicator(comm);
+  VIGIL_LOG_AT(LogLevel::Info, rank, "communicator '", comm->name_, "' ready: rank ", rank, "/", nranks,
+               " in ", static_cast<int>(secondsSince(started) * 1000), " ms, root ", root.describe());
+  return comm;
+}
+
+Communicator::Communicator(int rank, int nranks, CommConfig config, std::string name, std::vector<PeerInfo> peers,
+                           Mesh&& mesh)
+    : rank_(rank),
+      nranks_(nranks),
+      config_(std::move(config)),
+      name_(std::move(name)),
+      peers_(std::move(peers)),
+      control_(rank, nranks, std::move(mesh.control)),
+      data_(std::move(mesh.data)),
+      sendSeq_(static_cast<size_t>(nranks)),
+      recvSeq_(static_cast<size_t>(nranks)) {}
+
+Communicator::~Communicator() { destroy(); }
+
+}  // namespace vigil

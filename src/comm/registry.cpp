@@ -1,0 +1,52 @@
+#include "comm/registry.hpp"
+
+#include <cstdlib>
+#include <list>
+#include <mutex>
+
+#include "bootstrap/root_server.hpp"
+#include "comm/communicator.hpp"
+
+namespace vigil {
+namespace {
+
+struct Registry {
+  std::mutex mutex;
+  std::list<std::weak_ptr<Communicator>> live;
+};
+
+Registry& registry() {
+  static Registry* const r = new Registry();  // immortal: used by the exit handler
+  return *r;
+}
+
+void onProcessExit() {
+  std::list<std::weak_ptr<Communicator>> live;
+  {
+    std::lock_guard lock(registry().mutex);
+    live.swap(registry().live);
+  }
+  for (auto& weak : live) {
+    if (auto comm = weak.lock()) comm->destroy(ByeReason::ProcessExit);
+  }
+  stopAllRootServers();
+}
+
+}  // namespace
+
+void installExitHandler() {
+  static std::once_flag once;
+  std::call_once(once, [] {
+    registry();
+    std::atexit(onProcessExit);
+  });
+}
+
+void registerCommunicator(const std::shared_ptr<Communicator>& comm) {
+  std::lock_guard lock(registry().mutex);
+  // Drop entries of communicators already gone, so the list stays short.
+  registry().live.remove_if([](const std::weak_ptr<Communicator>& w) { return w.expired(); });
+  registry().live.push_back(comm);
+}
+
+}  // namespace vigil

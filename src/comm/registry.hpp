@@ -1,0 +1,16 @@
+#pragma once
+// The communicators alive in this process, so that a process that returns
+// from main without destroying them still exits quietly: an exit handler
+// says goodbye to their peers and joins their threads before static
+// destructors run (the field bug: a watchdog calling into a torn-down runtime).
+
+#include <memory>
+
+namespace vigil {
+
+class Communicator;
+
+void installExitHandler();
+void registerCommunicator(const std::shared_ptr<Communicator>& comm);
+
+}  // namespace vigil

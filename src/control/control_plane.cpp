@@ -1,0 +1,300 @@
+#include "control/control_plane.hpp"
+
+#include <poll.h>
+#include <sys/socket.h>
+
+#include <algorithm>
+#include <cerrno>
+
+#include "core/log.hpp"
+#include "net/socket.hpp"
+#include "net/wire.hpp"
+
+namespace vigil {
+namespace {
+
+enum class Msg : uint8_t { Ready = 1, Bye = 2, Failure = 3, FinalizeReady = 4 };
+constexpr size_t kMaxControlMessage = 1 << 20;
+constexpr int kNoticeDeadlineMs = 1000;
+
+std::vector<uint8_t> encode(Msg type) {
+  WireWriter w;
+  w.put<uint32_t>(1).put(static_cast<uint8_t>(type));
+  return std::move(w.bytes());
+}
+
+}  // namespace
+
+const char* describe(ByeReason reason) {
+  switch (reason) {
+    case ByeReason::Destroy: return "vigilCommDestroy";
+    case ByeReason::Finalize: return "vigilCommFinalize";
+    case ByeReason::ProcessExit: return "process exit without vigilCommDestroy";
+    case ByeReason::Abort: return "vigilCommAbort";
+  }
+  return "?";
+}
+
+ControlPlane::ControlPlane(int rank, int nranks, std::vector<Fd> fds)
+    : rank_(rank),
+      nranks_(nranks),
+      fds_(std::move(fds)),
+      inbox_(static_cast<size_t>(nranks)),
+      eof_(static_cast<size_t>(nranks)),
+      peers_(static_cast<size_t>(nranks)),
+      readyFrom_(static_cast<size_t>(nranks)),
+      finalizeFrom_(static_cast<size_t>(nranks)) {}
+
+ControlPlane::~ControlPlane() { stop(); }
+
+void ControlPlane::start() {
+  thread_ = std::thread([this] { run(); });
+}
+
+void ControlPlane::stop() {
+  if (!thread_.joinable()) return;
+  stop_.signal();
+  thread_.join();
+}
+
+bool ControlPlane::sendTo(int peer, const std::vector<uint8_t>& message, Deadline deadline) {
+  std::lock_guard lock(sendMutex_);
+  int fd = fds_[static_cast<size_t>(peer)].get();
+  if (fd < 0) return false;
+  return sendAll(fd, message.data(), message.size(), deadline) == IoStatus::Done;
+}
+
+std::vector<int> ControlPlane::handshake(Deadline deadline) {
+  auto ready = encode(Msg::Ready);
+  for (int p = 0; p < nranks_; ++p) {
+    if (p != rank_) sendTo(p, ready, deadline);
+  }
+  // Served inline before the thread starts: the same reader, driven here.
+  std::vector<pollfd> pfds;
+  while (true) {
+    pfds.clear();
+    std::vector<int> waiting;
+    {
+      std::lock_guard lock(mutex_);
+      for (int p = 0; p < nranks_; ++p) {
+        if (p == rank_ || readyFrom_[static_cast<size_t>(p)]) continue;
+        if (peers_[static_cast<size_t>(p)].status != PeerState::Status::Alive) {
+          return {p};  // it died or failed during init: no point waiting
+        }
+        waiting.push_back(p);
+      }
+    }
+    if (waiting.empty()) return {};
+    if (deadline.expired()) return waiting;
+    for (int p : waiting) pfds.push_back({fds_[static_cast<size_t>(p)].get(), POLLIN, 0});
+    int rc = ::poll(pfds.data(), pfds.size(), deadline.pollTimeoutMs());
+    if (rc < 0 && errno != EINTR) return waiting;
+    for (size_t i = 0; i < pfds.size(); ++i) {
+      if (pfds[i].revents != 0) onReadable(waiting[i]);
+    }
+  }
+}
+
+void ControlPlane::run() {
+  std::vector<pollfd> pfds;
+  std::vector<int> owner;
+  while (true) {
+    pfds.clear();
+    owner.clear();
+    pfds.push_back({stop_.fd(), POLLIN, 0});
+    owner.push_back(-1);
+    for (int p = 0; p < nranks_; ++p) {
+      int fd = fds_[static_cast<size_t>(p)].get();
+      if (p == rank_ || fd < 0 || eof_[static_cast<size_t>(p)]) continue;
+      pfds.push_back({fd, POLLIN, 0});
+      owner.push_back(p);
+    }
+    int rc = ::poll(pfds.data(), pfds.size(), -1);  // woken by stop_ or a peer; never spins
+    if (rc < 0) {
+      if (errno == EINTR) continue;
+      return;
+    }
+    if (pfds[0].revents & POLLIN) return;
+    for (size_t i = 1; i < pfds.size(); ++i) {
+      if (pfds[i].revents != 0) onReadable(owner[i]);
+    }
+  }
+}
+
+void ControlPlane::onReadable(int peer) {
+  auto& box = inbox_[static_cast<size_t>(peer)];
+  const int fd = fds_[static_cast<size_t>(peer)].get();
+  uint8_t buf[4096];
+  bool closed = false;
+  while (true) {
+    ssize_t n = ::recv(fd, buf, sizeof buf, 0);
+    if (n > 0) {
+      box.insert(box.end(), buf, buf + n);
+      continue;
+    }
+    if (n < 0 && errno == EINTR) continue;
+    closed = !(n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK));
+    break;
+  }
+  // Messages first: a goodbye usually arrives together with the EOF after it.
+  size_t offset = 0;
+  while (box.size() - offset >= sizeof(uint32_t)) {
+    uint32_t length;
+    std::memcpy(&length, box.data() + offset, sizeof length);
+    if (length == 0 || length > kMaxControlMessage) {
+      VIGIL_LOG_AT(LogLevel::Warn, rank_, "control message of ", length, " bytes from rank ", peer,
+                   " breaks the protocol; treating the peer as failed");
+      closed = true;
+      offset = box.size();
+      break;
+    }
+    if (box.size() - offset - sizeof length < length) break;
+    onMessage(peer, box.data() + offset + sizeof length, length);
+    offset += sizeof length + length;
+  }
+  box.erase(box.begin(), box.begin() + static_cast<std::ptrdiff_t>(offset));
+  if (closed) {
+    // EOF or reset: the peer is gone; without a goodbye, it died. The socket
+    // stays open (senders may still hold it) but is no longer polled.
+    eof_[static_cast<size_t>(peer)] = 1;
+    setState(peer, PeerState::Status::Died, nullptr);
+  }
+}
+
+void ControlPlane::onMessage(int peer, const uint8_t* data, size_t size) {
+  try {
+    WireReader r(data, size);
+    auto type = static_cast<Msg>(r.get<uint8_t>());
+    switch (type) {
+      case Msg::Ready: {
+        std::lock_guard lock(mutex_);
+        readyFrom_[static_cast<size_t>(peer)] = 1;
+        break;
+      }
+      case Msg::FinalizeReady: {
+        std::lock_guard lock(mutex_);
+        finalizeFrom_[static_cast<size_t>(peer)] = 1;
+        changed_.notify_all();
+        break;
+      }
+      case Msg::Bye: {
+        PeerState details;
+        details.byeReason = static_cast<ByeReason>(r.get<uint8_t>());
+        details.lastSeq = r.get<int64_t>();
+        details.byeCause = r.getString(1 << 16);
+        setState(peer, PeerState::Status::Left, &details);
+        break;
+      }
+      case Msg::Failure: {
+        PeerState details;
+        details.failure = static_cast<vigilResult_t>(r.get<uint32_t>());
+        details.failureText = r.getString(1 << 16);
+        setState(peer, PeerState::Status::Failed, &details);
+        break;
+      }
+      default:
+        VIGIL_LOG_AT(LogLevel::Warn, rank_, "unknown control message type ", int(type), " from rank ", peer);
+    }
+  } catch (const WireFormatError& e) {
+    VIGIL_LOG_AT(LogLevel::Warn, rank_, "malformed control message from rank ", peer, ": ", e.what());
+  }
+}
+
+void ControlPlane::setState(int peer, PeerState::Status status, const PeerState* details) {
+  {
+    std::lock_guard lock(mutex_);
+    PeerState& s = peers_[static_cast<size_t>(peer)];
+    // A goodbye or failure notice followed by EOF keeps the first verdict.
+    if (s.status != PeerState::Status::Alive) return;
+    if (details != nullptr) s = *details;
+    s.status = status;
+    s.since = Clock::now();
+    if (status == PeerState::Status::Failed && !firstFailed_) firstFailed_ = peer;
+    changed_.notify_all();
+  }
+  if (status == PeerState::Status::Failed) fatal_.signal();
+  peerChange_.signal();
+  VIGIL_LOG_AT(LogLevel::Info, rank_, "rank ", peer,
+               status == PeerState::Status::Left    ? " left"
+               : status == PeerState::Status::Died  ? " closed its connection without goodbye"
+                                                    : " reported a failure");
+}
+
+void ControlPlane::sendBye(ByeReason reason, int64_t lastSeq, const std::string& cause) {
+  WireWriter body;
+  body.put(static_cast<uint8_t>(Msg::Bye)).put(static_cast<uint8_t>(reason)).put(lastSeq).putString(cause);
+  WireWriter w;
+  w.put<uint32_t>(static_cast<uint32_t>(body.bytes().size())).putBytes(body.bytes().data(), body.bytes().size());
+  Deadline deadline = Deadline::afterMs(kNoticeDeadlineMs);
+  for (int p = 0; p < nranks_; ++p) {
+    if (p != rank_ && peer(p).status == PeerState::Status::Alive) sendTo(p, w.bytes(), deadline);
+  }
+}
+
+void ControlPlane::broadcastFailure(vigilResult_t result, const std::string& text) {
+  WireWriter body;
+  body.put(static_cast<uint8_t>(Msg::Failure)).put<uint32_t>(result).putString(text);
+  WireWriter w;
+  w.put<uint32_t>(static_cast<uint32_t>(body.bytes().size())).putBytes(body.bytes().data(), body.bytes().size());
+  Deadline deadline = Deadline::afterMs(kNoticeDeadlineMs);
+  for (int p = 0; p < nranks_; ++p) {
+    if (p != rank_ && peer(p).status == PeerState::Status::Alive) sendTo(p, w.bytes(), deadline);
+  }
+}
+
+std::vector<int> ControlPlane::finalize(Deadline deadline) {
+  auto ready = encode(Msg::FinalizeReady);
+  for (int p = 0; p < nranks_; ++p) {
+    if (p != rank_) sendTo(p, ready, deadline);
+  }
+  std::unique_lock lock(mutex_);
+  auto missing = [&] {
+    std::vector<int> out;
+    for (int p = 0; p < nranks_; ++p) {
+      if (p != rank_ && !finalizeFrom_[static_cast<size_t>(p)]) out.push_back(p);
+    }
+    return out;
+  };
+  auto settled = [&] {
+    for (int p = 0; p < nranks_; ++p) {
+      if (p == rank_ || finalizeFrom_[static_cast<size_t>(p)]) continue;
+      if (peers_[static_cast<size_t>(p)].status == PeerState::Status::Alive) return false;
+    }
+    return true;  // everyone confirmed, or the rest can no longer confirm
+  };
+  changed_.wait_until(lock, deadline.at(), settled);
+  return missing();
+}
+
+PeerState ControlPlane::peer(int rank) const {
+  std::lock_guard lock(mutex_);
+  return peers_[static_cast<size_t>(rank)];
+}
+
+PeerState ControlPlane::waitVerdict(int rank, Deadline deadline) const {
+  std::unique_lock lock(mutex_);
+  changed_.wait_until(lock, deadline.at(), [&] {
+    return peers_[static_cast<size_t>(rank)].status != PeerState::Status::Alive;
+  });
+  return peers_[static_cast<size_t>(rank)];
+}
+
+std::optional<std::pair<int, PeerState>> ControlPlane::firstFailure() const {
+  std::lock_guard lock(mutex_);
+  if (!firstFailed_) return std::nullopt;
+  return std::make_pair(*firstFailed_, peers_[static_cast<size_t>(*firstFailed_)]);
+}
+
+std::vector<int> ControlPlane::peersNotAlive() const {
+  std::lock_guard lock(mutex_);
+  std::vector<int> out;
+  for (int p = 0; p < nranks_; ++p) {
+    if (p != rank_ && peers_[static_cast<size_t>(p)].status != PeerState::Status::Alive) out.push_back(p);
+  }
+  std::stable_sort(out.begin(), out.end(), [&](int a, int b) {
+    return peers_[static_cast<size_t>(a)].since < peers_[static_cast<size_t>(b)].since;
+  });
+  return out;
+}
+
+}  // namespace vigil

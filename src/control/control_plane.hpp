@@ -1,0 +1,104 @@
+#pragma once
+// The control plane: one connection to every peer, kept open for the life of
+// the communicator and served by one thread. It is how a rank learns, within
+// milliseconds, that a peer left (goodbye), died (connection closed without
+// goodbye: crash, kill -9, exit) or failed (its error notice), and how
+// finalize agrees that everyone is done. Data never travels here, so control
+// messages are never stuck behind a large transfer.
+
+#include <atomic>
+#include <condition_variable>
+#include <cstdint>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "core/deadline.hpp"
+#include "net/event_fd.hpp"
+#include "net/fd.hpp"
+#include "vigil/vigil.h"
+
+namespace vigil {
+
+enum class ByeReason : uint8_t { Destroy = 1, Finalize = 2, ProcessExit = 3, Abort = 4 };
+const char* describe(ByeReason reason);
+
+struct PeerState {
+  enum class Status : uint8_t { Alive, Left, Died, Failed };
+  Status status = Status::Alive;
+  ByeReason byeReason = ByeReason::Destroy;
+  int64_t lastSeq = -1;        // last collective it completed (from its goodbye)
+  std::string byeCause;        // the error it had failed with before leaving, if any
+  vigilResult_t failure = vigilSuccess;  // for Failed: the peer's error
+  std::string failureText;
+  Clock::time_point since{};
+};
+
+class ControlPlane {
+ public:
+  ControlPlane(int rank, int nranks, std::vector<Fd> fds);
+  ~ControlPlane();
+  ControlPlane(const ControlPlane&) = delete;
+  ControlPlane& operator=(const ControlPlane&) = delete;
+
+  // Init: every rank says Ready on every control connection and waits for
+  // everyone's Ready, so init succeeds on all ranks or on none. Returns the
+  // ranks that did not confirm (empty = all did).
+  std::vector<int> handshake(Deadline deadline);
+  void start();
+  // Joins the thread; idempotent. Sockets stay open until destruction.
+  void stop();
+
+  // Best-effort notices to every live peer, bounded by a short deadline.
+  void sendBye(ByeReason reason, int64_t lastSeq, const std::string& cause = {});
+  void broadcastFailure(vigilResult_t result, const std::string& text);
+
+  // Collective: returns the ranks that did not confirm before the deadline
+  // (they left, died or are stuck), empty when everyone finalized.
+  std::vector<int> finalize(Deadline deadline);
+
+  // Readable once the communicator is poisoned (local abort, a peer's
+  // failure notice). Never cleared.
+  int fatalFd() const { return fatal_.fd(); }
+  void poison() { fatal_.signal(); }
+  // Readable after any peer's state changed; the reader clears it.
+  int peerChangeFd() const { return peerChange_.fd(); }
+  void clearPeerChange() const { peerChange_.clear(); }
+
+  PeerState peer(int rank) const;
+  // Waits until the control plane has a verdict on `rank` (not Alive).
+  PeerState waitVerdict(int rank, Deadline deadline) const;
+  // The first failure notice received from any peer, with its sender.
+  std::optional<std::pair<int, PeerState>> firstFailure() const;
+  // Peers that are no longer alive, the earliest to go first (the likely root cause).
+  std::vector<int> peersNotAlive() const;
+
+ private:
+  void run();
+  void onReadable(int peer);
+  void onMessage(int peer, const uint8_t* data, size_t size);
+  void setState(int peer, PeerState::Status status, const PeerState* details);
+  bool sendTo(int peer, const std::vector<uint8_t>& message, Deadline deadline);
+
+  const int rank_;
+  const int nranks_;
+  std::vector<Fd> fds_;
+  std::vector<std::vector<uint8_t>> inbox_;  // partial messages, per peer
+  std::vector<uint8_t> eof_;                 // connection closed by the peer (thread-owned)
+  EventFd stop_;
+  EventFd fatal_;
+  EventFd peerChange_;
+  std::thread thread_;
+  std::mutex sendMutex_;
+
+  mutable std::mutex mutex_;
+  mutable std::condition_variable changed_;
+  std::vector<PeerState> peers_;
+  std::vector<uint8_t> readyFrom_;
+  std::vector<uint8_t> finalizeFrom_;
+  std::optional<int> firstFailed_;
+};
+
+}  // namespace vigil

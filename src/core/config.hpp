@@ -1,0 +1,68 @@
+#pragma once
+// Every VIGIL_* tunable is declared here, read once per process, validated
+// (a bad value is an Error, never a silent default) and printed once at
+// VIGIL_LOG=info. Per-communicator settings (vigilConfig) override the
+// environment field by field.
+
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <string_view>
+
+#include "vigil/vigil.h"
+
+namespace vigil {
+
+enum class LogLevel : int { Error = 0, Warn = 1, Info = 2, Debug = 3, Trace = 4 };
+enum class TransportKind : uint8_t { Auto = 0, Tcp = 1, Shm = 2 };
+
+const char* toString(LogLevel level);
+const char* toString(TransportKind kind);
+
+struct PortRange {
+  uint16_t lo = 0;  // 0,0 = any free port ("auto")
+  uint16_t hi = 0;
+  bool isAuto() const { return lo == 0; }
+  std::string describe() const;
+};
+
+struct EnvConfig {
+  int timeoutMs = 600000;
+  int connectTimeoutMs = 120000;
+  PortRange portRange;
+  std::string socketIfname;  // empty = first non-loopback interface that is up, else lo
+  TransportKind transport = TransportKind::Auto;
+  bool fingerprint = true;
+  bool nanCheck = false;
+  bool bufferGuard = false;
+  LogLevel logLevel = LogLevel::Warn;
+  std::string logFile;  // empty = stderr; %r = rank, %p = pid
+  std::string dumpDir;
+  int flightRecorder = 2048;
+
+  // Parses from a lookup function (getenv in production, a map in tests).
+  // Throws Error(VG-CFG-001) naming the variable, its value and what is accepted.
+  static EnvConfig parse(const std::function<const char*(const char*)>& lookup);
+  // "VIGIL_TIMEOUT_MS=600000 VIGIL_PORT_RANGE=auto ..." for the init log line.
+  std::string describe() const;
+};
+
+// The process-wide configuration, parsed on first use. If the environment is
+// invalid, every call throws the same Error.
+const EnvConfig& processConfig();
+
+// Resolved settings of one communicator: vigilConfig fields over the environment.
+struct CommConfig {
+  int timeoutMs = 600000;
+  int connectTimeoutMs = 120000;
+  bool fingerprint = true;
+  bool nanCheck = false;
+  bool bufferGuard = false;
+  TransportKind transport = TransportKind::Auto;
+  std::string name;
+
+  // Throws Error(VG-API-012) for an invalid field.
+  static CommConfig resolve(const vigilConfig* user, const EnvConfig& env);
+};
+
+}  // namespace vigil

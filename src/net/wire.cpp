@@ -1,0 +1,57 @@
+#include "net/wire.hpp"
+
+#include <sys/random.h>
+
+#include <cerrno>
+
+#include "core/errors.hpp"
+
+namespace vigil {
+
+JobToken randomToken() {
+  JobToken token{};
+  size_t filled = 0;
+  while (filled < token.size()) {
+    ssize_t n = getrandom(token.data() + filled, token.size() - filled, 0);
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      ErrorBuilder(Errc::NetSyscall).cause("getrandom() failed: ", errnoText(errno)).raise();
+    }
+    filled += static_cast<size_t>(n);
+  }
+  return token;
+}
+
+std::string tokenTag(const JobToken& token) {
+  static const char* const kHex = "0123456789abcdef";
+  std::string tag;
+  for (int i = 0; i < 4; ++i) {
+    tag += kHex[token[i] >> 4];
+    tag += kHex[token[i] & 15];
+  }
+  return tag;
+}
+
+IoStatus sendMessage(int fd, const std::vector<uint8_t>& payload, Deadline deadline, int wakeFd) {
+  uint32_t length = static_cast<uint32_t>(payload.size());
+  IoStatus st = sendAll(fd, &length, sizeof length, deadline, wakeFd);
+  if (st != IoStatus::Done) return st;
+  return sendAll(fd, payload.data(), payload.size(), deadline, wakeFd);
+}
+
+ReceivedMessage recvMessage(int fd, size_t maxBytes, Deadline deadline, int wakeFd) {
+  ReceivedMessage msg;
+  uint32_t length = 0;
+  msg.status = recvAll(fd, &length, sizeof length, deadline, wakeFd);
+  if (msg.status != IoStatus::Done) return msg;
+  if (length > maxBytes) {
+    msg.status = IoStatus::Failed;
+    msg.tooLarge = true;
+    return msg;
+  }
+  msg.payload.resize(length);
+  msg.status = recvAll(fd, msg.payload.data(), length, deadline, wakeFd);
+  return msg;
+}
+
+}  // namespace vigil

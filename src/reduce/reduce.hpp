@@ -1,0 +1,37 @@
+#pragma once
+// Element-wise reduction kernels used by every reducing collective.
+//
+// Preconditions (validated by the API layer, not here): dtype and op are
+// values of the public enums, counts fit the buffers, and dst/src do not
+// overlap. An unknown dtype or op makes these functions do nothing rather than
+// abort, so a validation slip upstream shows up as a wrong result that the
+// fingerprint/NaN checks can report, never as a dead rank that peers hang on.
+//
+// Numeric contract, identical on every rank so that all ranks produce the same
+// bits:
+//  - integer sum/prod wrap modulo 2^bits (two's complement);
+//  - float max/min return NaN if either input is NaN;
+//  - float16/bfloat16 are widened to float32 per element, combined, and
+//    rounded back once (round to nearest even);
+//  - vigilAvg reduces as vigilSum; the caller finishes it with divideInPlace.
+
+#include <cstddef>
+
+#include "vigil/vigil.h"
+
+namespace vigil::reduce {
+
+// dst[i] = dst[i] OP src[i] for i in [0, count).
+void reduceInPlace(void* dst, const void* src, size_t count, vigilDataType_t dtype,
+                   vigilRedOp_t op);
+
+// buf[i] /= divisor for i in [0, count). Integers truncate toward zero; floats
+// use IEEE division (half types through float32). divisor must be >= 1 (it is
+// the rank count); smaller values do nothing.
+void divideInPlace(void* buf, size_t count, vigilDataType_t dtype, int divisor);
+
+// Index of the first NaN or +-Inf element, or SIZE_MAX if there is none.
+// Integer types never hold one, so they always give SIZE_MAX.
+size_t findNonFinite(const void* buf, size_t count, vigilDataType_t dtype);
+
+}  // namespace vigil::reduce

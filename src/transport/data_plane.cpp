@@ -1,0 +1,197 @@
+#include "transport/data_plane.hpp"
+
+#include <poll.h>
+#include <sys/socket.h>
+#include <sys/uio.h>
+
+#include <cerrno>
+
+namespace vigil {
+
+struct DataPlane::Active {
+  const Transfer* transfer;
+  FrameHeader header;  // outgoing header, or the incoming one being read
+  size_t done = 0;     // bytes of header + payload moved so far
+  bool finished = false;
+};
+
+namespace {
+
+constexpr size_t kHeaderBytes = sizeof(FrameHeader);
+
+enum class Step { Progress, Blocked, Finished, Closed, Error };
+
+// Moves as many bytes as the socket takes without blocking.
+Step progressSend(int fd, DataPlane::Active& a) {
+  const size_t total = kHeaderBytes + a.transfer->bytes;
+  while (a.done < total) {
+    iovec iov[2];
+    int count = 0;
+    if (a.done < kHeaderBytes) {
+      iov[count++] = {reinterpret_cast<uint8_t*>(&a.header) + a.done, kHeaderBytes - a.done};
+      if (a.transfer->bytes > 0) {
+        iov[count++] = {const_cast<void*>(a.transfer->sendData), a.transfer->bytes};
+      }
+    } else {
+      size_t off = a.done - kHeaderBytes;
+      iov[count++] = {static_cast<uint8_t*>(const_cast<void*>(a.transfer->sendData)) + off,
+                      a.transfer->bytes - off};
+    }
+    msghdr msg{};
+    msg.msg_iov = iov;
+    msg.msg_iovlen = static_cast<size_t>(count);
+    ssize_t n = ::sendmsg(fd, &msg, MSG_NOSIGNAL);
+    if (n > 0) {
+      a.done += static_cast<size_t>(n);
+      continue;
+    }
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) return Step::Blocked;
+    return (errno == EPIPE || errno == ECONNRESET) ? Step::Closed : Step::Error;
+  }
+  return Step::Finished;
+}
+
+}  // namespace
+
+ExchangeFault DataPlane::exchange(std::span<const Transfer> transfers, const FrameHeader& header,
+                                  bool checkFingerprint, Deadline deadline, LivenessWatch& watch) {
+  ExchangeFault fault;
+  std::vector<Active> active;
+  active.reserve(transfers.size());
+  for (const Transfer& t : transfers) {
+    Active a{&t, t.header != nullptr ? *t.header : header};
+    a.header.bytes = t.bytes;
+    active.push_back(a);
+  }
+  const size_t nPeers = fds_.size();
+  // One in-flight message per (peer, direction): later ones wait their turn,
+  // because the byte stream to a peer carries them back to back.
+  std::vector<uint8_t> claimed(2 * nPeers);
+  std::vector<pollfd> pfds;
+  std::vector<Active*> polled;
+
+  auto recvStep = [&](Active& a) -> Step {
+    int fd = fds_[static_cast<size_t>(a.transfer->peer)].get();
+    while (true) {
+      uint8_t* target;
+      size_t want;
+      if (a.done < kHeaderBytes) {
+        target = reinterpret_cast<uint8_t*>(&a.header) + a.done;
+        want = kHeaderBytes - a.done;
+      } else {
+        size_t off = a.done - kHeaderBytes;
+        if (off == a.transfer->bytes) return Step::Finished;
+        target = static_cast<uint8_t*>(a.transfer->recvData) + off;
+        want = a.transfer->bytes - off;
+      }
+      ssize_t n = ::recv(fd, target, want, 0);
+      if (n == 0) return Step::Closed;
+      if (n < 0) {
+        if (errno == EINTR) continue;
+        if (errno == EAGAIN || errno == EWOULDBLOCK) return Step::Blocked;
+        return errno == ECONNRESET ? Step::Closed : Step::Error;
+      }
+      const bool headerWasIncomplete = a.done < kHeaderBytes;
+      a.done += static_cast<size_t>(n);
+      if (headerWasIncomplete && a.done >= kHeaderBytes) {
+        // Judge the header before a single payload byte lands in the user's buffer.
+        const FrameHeader& got = a.header;
+        FrameHeader want = a.transfer->header != nullptr ? *a.transfer->header : header;
+        want.bytes = a.transfer->bytes;
+        fault.peer = a.transfer->peer;
+        fault.expected = want;
+        fault.received = got;
+        fault.expectedBytes = a.transfer->bytes;
+        if (got.magic != FrameHeader::kMagic) {
+          fault.kind = ExchangeFault::Kind::Protocol;
+          return Step::Error;
+        }
+        bool sameOp = checkFingerprint ? got.sameOp(want) : (got.kind == want.kind && got.seq == want.seq);
+        if (!sameOp || got.bytes != want.bytes) {
+          fault.kind = ExchangeFault::Kind::HeaderMismatch;
+          return Step::Error;
+        }
+        fault.peer = -1;
+      }
+    }
+  };
+
+  while (true) {
+    std::fill(claimed.begin(), claimed.end(), 0);
+    pfds.clear();
+    polled.clear();
+    directRecvPeers_.clear();
+    bool allDone = true;
+    for (Active& a : active) {
+      if (a.finished) continue;
+      allDone = false;
+      const int peer = a.transfer->peer;
+      uint8_t& slot = claimed[2 * static_cast<size_t>(peer) + (a.transfer->isSend ? 1 : 0)];
+      if (slot) continue;
+      slot = 1;
+      Step step = a.transfer->isSend ? progressSend(fds_[static_cast<size_t>(peer)].get(), a) : recvStep(a);
+      if (step == Step::Finished) {
+        a.finished = true;
+        slot = 0;  // the next message on this lane may start in this pass
+        continue;
+      }
+      if (step == Step::Closed) {
+        fault.kind = ExchangeFault::Kind::PeerClosed;
+        fault.peer = peer;
+        return fault;
+      }
+      if (step == Step::Error) {
+        if (fault.kind == ExchangeFault::Kind::None) {
+          fault.kind = ExchangeFault::Kind::IoError;
+          fault.peer = peer;
+          fault.err = errno;
+        }
+        return fault;
+      }
+      pfds.push_back({fds_[static_cast<size_t>(peer)].get(), static_cast<short>(a.transfer->isSend ? POLLOUT : POLLIN), 0});
+      polled.push_back(&a);
+      if (!a.transfer->isSend) directRecvPeers_.push_back(peer);
+    }
+    if (allDone) return fault;
+    // A lane freed in this pass may have a successor that has not tried yet.
+    if (pfds.empty()) continue;
+
+    const size_t fatalIndex = pfds.size();
+    pfds.push_back({watch.fatalFd(), POLLIN, 0});
+    const int changeFd = watch.peerChangeFd();
+    if (changeFd >= 0) pfds.push_back({changeFd, POLLIN, 0});
+
+    int rc = ::poll(pfds.data(), pfds.size(), deadline.pollTimeoutMs());
+    if (rc < 0 && errno != EINTR) {
+      fault.kind = ExchangeFault::Kind::IoError;
+      fault.err = errno;
+      return fault;
+    }
+    if (pfds[fatalIndex].revents & POLLIN) {
+      fault.kind = ExchangeFault::Kind::Fatal;
+      return fault;
+    }
+    if (changeFd >= 0 && (pfds[fatalIndex + 1].revents & POLLIN)) {
+      int status = 0;
+      int gone = watch.checkPeers(directRecvPeers_, &status);
+      if (gone >= 0) {
+        fault.kind = ExchangeFault::Kind::PeerGone;
+        fault.peer = gone;
+        fault.goneStatus = status;
+        return fault;
+      }
+    }
+    if (rc == 0 && deadline.expired()) {
+      fault.kind = ExchangeFault::Kind::TimedOut;
+      for (Active& a : active) {
+        if (a.finished) continue;
+        size_t total = kHeaderBytes + a.transfer->bytes;
+        fault.pending.push_back({a.transfer->peer, a.transfer->isSend, total - a.done});
+      }
+      return fault;
+    }
+  }
+}
+
+}  // namespace vigil

@@ -1,0 +1,35 @@
+#pragma once
+// The header in front of every data message. It carries the operation's
+// fingerprint (op, dtype, reduction, root, count) and sequence number, so a
+// receiver detects ranks that run different collectives on the first message
+// instead of deadlocking or reading garbage.
+
+#include <cstdint>
+
+namespace vigil {
+
+enum class FrameKind : uint8_t { Collective = 1, PointToPoint = 2 };
+
+struct FrameHeader {
+  static constexpr uint16_t kMagic = 0x4656;  // "VF"
+  uint16_t magic = kMagic;
+  uint8_t kind = 0;   // FrameKind
+  uint8_t op = 0;     // OpKind
+  uint8_t dtype = 0;  // vigilDataType_t
+  uint8_t redop = 0;  // vigilRedOp_t (0 where the op has none)
+  uint16_t reserved = 0;
+  int32_t root = -1;  // -1 where the op has none
+  uint32_t reserved2 = 0;
+  uint64_t seq = 0;    // collective sequence number, or per-pair p2p number
+  uint64_t count = 0;  // the op's count argument (0 for all-to-all-v)
+  uint64_t bytes = 0;  // payload bytes that follow this header
+
+  // Same operation (everything but the payload size)?
+  bool sameOp(const FrameHeader& o) const {
+    return kind == o.kind && op == o.op && dtype == o.dtype && redop == o.redop &&
+           root == o.root && seq == o.seq && count == o.count;
+  }
+};
+static_assert(sizeof(FrameHeader) == 40);
+
+}  // namespace vigil
