@@ -154,11 +154,17 @@ std::vector<PeerInfo> rendezvous(const SocketAddress& root, const JobToken& toke
   }
   if (!reply.ok) {
     // The root's verdict is the same text on every rank; keep its id and code.
+    // Each rank says who it is in front of the shared text.
     Errc errc = Errc::BootRootFailed;
+    std::string text = reply.errorText;
     for (const ErrcInfo& info : allErrcInfo()) {
-      if (reply.errorText.rfind(info.id, 0) == 0) errc = info.errc;
+      const std::string prefix = cat(info.id, ": ");
+      if (text.rfind(prefix, 0) == 0) {
+        errc = info.errc;
+        text.insert(prefix.size(), cat("rank ", hello.rank, "/", hello.nranks, ": "));
+      }
     }
-    throw Error(errc, reply.result, reply.errorText);
+    throw Error(errc, reply.result, text);
   }
   if (static_cast<int>(reply.peers.size()) != hello.nranks) {
     ErrorBuilder(Errc::PeerProtocol)

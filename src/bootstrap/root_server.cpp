@@ -39,6 +39,10 @@ struct Arrival {
 };
 
 constexpr int kPendingReadTimeoutMs = 10000;
+
+std::string versionText(uint32_t code) {
+  return cat(code / 10000, ".", code / 100 % 100, ".", code % 100, " (", code, ")");
+}
 constexpr size_t kMaxPendingConnections = 4096;
 
 class Rendezvous {
@@ -180,9 +184,9 @@ bool Rendezvous::readPending(Pending& p) {
       if (p.preamble.wireVersion != kWireVersion ||
           p.preamble.libVersion != static_cast<uint32_t>(VIGIL_VERSION_CODE)) {
         fail(Errc::BootVersionMismatch,
-             cat("rank ", p.preamble.rank, " (", p.from, ") runs vigil ", p.preamble.libVersion,
+             cat("rank ", p.preamble.rank, " (", p.from, ") runs vigil ", versionText(p.preamble.libVersion),
                  " with wire version ", p.preamble.wireVersion, ", but the rendezvous root runs vigil ",
-                 VIGIL_VERSION_CODE, " with wire version ", kWireVersion,
+                 versionText(VIGIL_VERSION_CODE), " with wire version ", kWireVersion,
                  first_ ? cat(" like ", first_->where()) : std::string()));
         // Tell this rank too, in the reply format every version understands.
         sendMessage(p.fd.get(), verdict_->encode(), Deadline::afterMs(2000));

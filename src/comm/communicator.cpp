@@ -118,7 +118,9 @@ void Communicator::runPointToPointBatch(std::span<const OpDesc> ops) {
     Transfer t = isSend ? Transfer::send(op.peer, op.send, bytes) : Transfer::recv(op.peer, op.recv, bytes);
     t.header = &headers.back();
     transfers.push_back(t);
-    peers.push_back(op.peer);
+    // A receive from a peer that already left may still find its message
+    // in the socket; only the socket can say. A send to it cannot arrive.
+    if (isSend) peers.push_back(op.peer);
   }
   currentLabel_ = ops.size() == 1 ? opName(ops[0].kind) : cat("group of ", ops.size(), " send/recv");
   checkPeersBeforeStart(peers, currentLabel_.c_str(), -1);
