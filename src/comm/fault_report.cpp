@@ -22,7 +22,7 @@ std::string describeHeader(const FrameHeader& h) {
     }
   }
   if (h.root >= 0) text += cat(", root ", h.root);
-  text += cat(", ", h.bytes, " bytes)");
+  text += ")";
   return text;
 }
 
@@ -44,7 +44,10 @@ std::string differingFields(const FrameHeader& mine, const FrameHeader& theirs) 
     add("redop", redOpName(static_cast<vigilRedOp_t>(mine.redop)), redOpName(static_cast<vigilRedOp_t>(theirs.redop)));
   }
   if (mine.root != theirs.root) add("root", std::to_string(mine.root), std::to_string(theirs.root));
-  if (mine.bytes != theirs.bytes) add("bytes", std::to_string(mine.bytes), std::to_string(theirs.bytes));
+  // Message sizes differ as a consequence when the ops differ; name them only alone.
+  if (out.empty() && mine.bytes != theirs.bytes) {
+    add("message bytes", std::to_string(mine.bytes), std::to_string(theirs.bytes));
+  }
   return out;
 }
 
@@ -74,13 +77,15 @@ Error Communicator::describePeerGone(int peer, const PeerState& s) const {
                  s.byeCause.empty() ? std::string() : cat(". It had failed before leaving: ", s.byeCause));
       break;
     case PeerState::Status::Failed: {
-      // A peer's mismatch verdict is everyone's: keep its result and id.
+      // A peer's mismatch verdict is everyone's: keep its result and id, and
+      // its remedy, which is about the root cause.
       const bool mismatch = s.failure == vigilMismatch;
+      const size_t cut = s.failureText.find(" Remedy: ");
       b = error(mismatch ? Errc::OpMismatch : Errc::PeerAborted);
       b.op(opLabel, collective ? seq : -1)
           .result(mismatch ? vigilMismatch : vigilRemoteError)
-          .cause(describePeer(peer), " stopped the communicator and reported: ", s.failureText);
-      if (mismatch) b.remedy("make every rank issue the same collectives in the same order with the same arguments");
+          .cause(describePeer(peer), " stopped the communicator and reported: ", s.failureText.substr(0, cut));
+      if (cut != std::string::npos) b.remedy(s.failureText.substr(cut + 9));
       break;
     }
     case PeerState::Status::Died:
@@ -101,8 +106,8 @@ Error Communicator::describeMismatch(const ExchangeFault& f) const {
   ErrorBuilder b = error(sizeOnly ? Errc::OpSizeMismatch : Errc::OpMismatch);
   b.op(currentLabel_, collective ? static_cast<int64_t>(mine.seq) : -1);
   if (sizeOnly) {
-    b.cause(describePeer(f.peer), " sent ", theirs.bytes, " bytes where this rank expects ", mine.bytes,
-            " (this rank: ", describeHeader(mine), "; rank ", f.peer, ": ", describeHeader(theirs), ")");
+    b.cause(describePeer(f.peer), " sent a message of ", theirs.bytes, " bytes where this rank expects ", mine.bytes,
+            " bytes (this rank: ", describeHeader(mine), "; rank ", f.peer, ": ", describeHeader(theirs), ")");
   } else {
     b.cause("ranks called different operations: this rank (", rank_, ") runs ", describeHeader(mine), ", ",
             describePeer(f.peer), " runs ", describeHeader(theirs), "; differing: ", differingFields(mine, theirs));

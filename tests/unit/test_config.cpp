@@ -1,2 +1,140 @@
+// Every VIGIL_* variable is validated: a bad value is an error naming the
+// variable, the value and what is accepted; never a silent default.
+
 #include <gtest/gtest.h>
-TEST(Placeholder, Builds) {}
+
+#include <map>
+
+#include "core/config.hpp"
+#include "core/errors.hpp"
+
+namespace vigil {
+namespace {
+
+EnvConfig parseFrom(const std::map<std::string, std::string>& env) {
+  return EnvConfig::parse([&](const char* var) -> const char* {
+    auto it = env.find(var);
+    return it == env.end() ? nullptr : it->second.c_str();
+  });
+}
+
+std::string errorFor(const std::map<std::string, std::string>& env) {
+  try {
+    parseFrom(env);
+  } catch (const Error& e) {
+    EXPECT_EQ(e.result(), vigilInvalidArgument);
+    return e.text();
+  }
+  return "";
+}
+
+TEST(EnvConfig, DefaultsMatchTheApiContract) {
+  EnvConfig c = parseFrom({});
+  EXPECT_EQ(c.timeoutMs, 600000);
+  EXPECT_EQ(c.connectTimeoutMs, 120000);
+  EXPECT_TRUE(c.portRange.isAuto());
+  EXPECT_EQ(c.transport, TransportKind::Auto);
+  EXPECT_TRUE(c.fingerprint);
+  EXPECT_FALSE(c.nanCheck);
+  EXPECT_FALSE(c.bufferGuard);
+  EXPECT_EQ(c.logLevel, LogLevel::Warn);
+  EXPECT_EQ(c.flightRecorder, 2048);
+}
+
+TEST(EnvConfig, ValidValuesAreTaken) {
+  EnvConfig c = parseFrom({{"VIGIL_TIMEOUT_MS", "2500"},
+                           {"VIGIL_CONNECT_TIMEOUT_MS", "700"},
+                           {"VIGIL_PORT_RANGE", "29500-29599"},
+                           {"VIGIL_SOCKET_IFNAME", "^docker0,virbr0"},
+                           {"VIGIL_TRANSPORT", "tcp"},
+                           {"VIGIL_FINGERPRINT", "0"},
+                           {"VIGIL_NAN_CHECK", "1"},
+                           {"VIGIL_BUFFER_GUARD", "1"},
+                           {"VIGIL_LOG", "debug"},
+                           {"VIGIL_LOG_FILE", "/tmp/vigil.%r.log"},
+                           {"VIGIL_DUMP_DIR", "/tmp/dumps"},
+                           {"VIGIL_FLIGHT_RECORDER", "16"}});
+  EXPECT_EQ(c.timeoutMs, 2500);
+  EXPECT_EQ(c.connectTimeoutMs, 700);
+  EXPECT_EQ(c.portRange.lo, 29500);
+  EXPECT_EQ(c.portRange.hi, 29599);
+  EXPECT_EQ(c.socketIfname, "^docker0,virbr0");
+  EXPECT_EQ(c.transport, TransportKind::Tcp);
+  EXPECT_FALSE(c.fingerprint);
+  EXPECT_TRUE(c.nanCheck);
+  EXPECT_TRUE(c.bufferGuard);
+  EXPECT_EQ(c.logLevel, LogLevel::Debug);
+  EXPECT_EQ(c.logFile, "/tmp/vigil.%r.log");
+  EXPECT_EQ(c.dumpDir, "/tmp/dumps");
+  EXPECT_EQ(c.flightRecorder, 16);
+  EXPECT_NE(c.describe().find("VIGIL_PORT_RANGE=29500-29599"), std::string::npos);
+}
+
+TEST(EnvConfig, BadValuesNameVariableValueAndChoices) {
+  struct Case {
+    const char* var;
+    const char* value;
+    const char* accepted;
+  };
+  const Case cases[] = {
+      {"VIGIL_TIMEOUT_MS", "10s", "positive number of milliseconds"},
+      {"VIGIL_TIMEOUT_MS", "0", "positive number of milliseconds"},
+      {"VIGIL_TIMEOUT_MS", "-1", "positive number of milliseconds"},
+      {"VIGIL_CONNECT_TIMEOUT_MS", "99999999999", "positive number of milliseconds"},
+      {"VIGIL_PORT_RANGE", "30000", "'auto' or 'lo-hi'"},
+      {"VIGIL_PORT_RANGE", "300-200", "'auto' or 'lo-hi'"},
+      {"VIGIL_PORT_RANGE", "0-100", "'auto' or 'lo-hi'"},
+      {"VIGIL_PORT_RANGE", "1-70000", "'auto' or 'lo-hi'"},
+      {"VIGIL_TRANSPORT", "ib", "'auto', 'shm' or 'tcp'"},
+      {"VIGIL_FINGERPRINT", "yes", "0 or 1"},
+      {"VIGIL_NAN_CHECK", "2", "0 or 1"},
+      {"VIGIL_BUFFER_GUARD", "true", "0 or 1"},
+      {"VIGIL_LOG", "verbose", "error, warn, info, debug, trace"},
+      {"VIGIL_FLIGHT_RECORDER", "-3", "from 0 to 1000000"},
+  };
+  for (const Case& c : cases) {
+    std::string text = errorFor({{c.var, c.value}});
+    EXPECT_EQ(text.rfind("VG-CFG-001: ", 0), 0u) << text;
+    EXPECT_NE(text.find(std::string(c.var) + "='" + c.value + "' is not valid"), std::string::npos) << text;
+    EXPECT_NE(text.find(c.accepted), std::string::npos) << text;
+  }
+}
+
+TEST(CommConfig, StructOverridesEnvironmentFieldByField) {
+  EnvConfig env = parseFrom({{"VIGIL_TIMEOUT_MS", "1000"}, {"VIGIL_NAN_CHECK", "1"}});
+  vigilConfig user = VIGIL_CONFIG_INIT;
+  user.connectTimeoutMs = 50;
+  user.fingerprint = 0;
+  user.commName = "tp-group";
+  CommConfig c = CommConfig::resolve(&user, env);
+  EXPECT_EQ(c.timeoutMs, 1000);       // from the environment
+  EXPECT_EQ(c.connectTimeoutMs, 50);  // from the struct
+  EXPECT_FALSE(c.fingerprint);
+  EXPECT_TRUE(c.nanCheck);
+  EXPECT_EQ(c.name, "tp-group");
+}
+
+TEST(CommConfig, InvalidFieldsAreRefused) {
+  EnvConfig env = parseFrom({});
+  auto refuse = [&](vigilConfig user, const char* field) {
+    try {
+      CommConfig::resolve(&user, env);
+      ADD_FAILURE() << field << " was accepted";
+    } catch (const Error& e) {
+      EXPECT_EQ(e.errc(), Errc::ApiBadConfig);
+      EXPECT_NE(e.text().find(field), std::string::npos) << e.text();
+    }
+  };
+  vigilConfig u = VIGIL_CONFIG_INIT;
+  u.timeoutMs = 0;
+  refuse(u, "vigilConfig.timeoutMs = 0");
+  u = VIGIL_CONFIG_INIT;
+  u.nanCheck = 3;
+  refuse(u, "vigilConfig.nanCheck = 3");
+  u = VIGIL_CONFIG_INIT;
+  u.size = 8;
+  refuse(u, "vigilConfig.size = 8");
+}
+
+}  // namespace
+}  // namespace vigil

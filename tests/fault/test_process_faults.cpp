@@ -1,0 +1,698 @@
+// Fault scenarios with real processes as ranks (S6, S7, S10 of
+// shared/scenarios.md, plus kill -9 from outside): every rank is a
+// vigil-test-rank process (tests/fault/rank_program.cpp) linked against
+// libvigil.so; this test process hosts the rendezvous root
+// (vigilGetRootInfo) and spawns the ranks itself, so that survivors can
+// report after one of them dies (vigil-run would stop them all).
+//
+// Synchronisation is by the ranks' output lines and exits, waited for with
+// poll() and deadlines; never by sleeping. Every spawned process is killed
+// (SIGKILL) and reaped when its RankJob goes out of scope, also when an
+// assertion fails half-way.
+
+#include <gtest/gtest.h>
+
+#include <arpa/inet.h>
+#include <dirent.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <signal.h>
+#include <sys/socket.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <fstream>
+#include <functional>
+#include <optional>
+#include <regex>
+#include <set>
+#include <sstream>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "vigil/vigil.h"
+
+extern char** environ;
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+using std::chrono::milliseconds;
+using std::chrono::seconds;
+
+constexpr const char* kRankProgram = VIGIL_TEST_RANK;
+constexpr auto kDeadline = seconds(60);  // generous: a hang fails the test, it never blocks it
+
+// Ranks talk over loopback (ctest sets this too; a direct run may not). A
+// write to the stdin of a rank that is gone must fail, not kill the test.
+[[maybe_unused]] const bool kProcessSetup = [] {
+  ::setenv("VIGIL_SOCKET_IFNAME", "lo", /*overwrite=*/0);
+  ::signal(SIGPIPE, SIG_IGN);
+  return true;
+}();
+
+long long monoNs() {
+  timespec ts{};
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return static_cast<long long>(ts.tv_sec) * 1000000000LL + ts.tv_nsec;
+}
+
+bool startsWith(const std::string& s, const std::string& prefix) { return s.rfind(prefix, 0) == 0; }
+bool contains(const std::string& s, const std::string& part) { return s.find(part) != std::string::npos; }
+
+int pidfdOpen(pid_t pid) {
+#ifdef SYS_pidfd_open
+  return static_cast<int>(::syscall(SYS_pidfd_open, pid, 0));
+#else
+  (void)pid;
+  errno = ENOSYS;
+  return -1;
+#endif
+}
+
+// A root info for a new job, hosted by this process, as hex for VIGIL_ROOT_INFO.
+std::string newRootHex() {
+  vigilRootInfo info{};
+  vigilResult_t rc = vigilGetRootInfo(&info);
+  EXPECT_EQ(rc, vigilSuccess) << vigilGetLastError(nullptr);
+  char hex[2 * VIGIL_ROOT_INFO_BYTES + 1] = {};
+  EXPECT_EQ(vigilRootInfoToString(&info, hex, sizeof hex), vigilSuccess);
+  return hex;
+}
+
+using Env = std::vector<std::pair<std::string, std::string>>;
+
+// N processes of `vigil-test-rank args...` forming one job: spawned at
+// construction; stdout and stderr captured per rank; each rank's stdin is a
+// pipe the test may write to.
+class RankJob {
+ public:
+  struct Rank {
+    pid_t pid = 0;
+    int in = -1, out = -1, err = -1, pidfd = -1;
+    std::string outText, errText;
+    std::vector<std::string> lines;  // complete stdout lines
+    size_t lineStart = 0;            // where the next stdout line begins in outText
+    bool exited = false;
+    int status = 0;
+  };
+
+  RankJob(int nranks, const std::vector<std::string>& args, const Env& extraEnv = {})
+      : ranks_(static_cast<size_t>(nranks)) {
+    const std::string root = newRootHex();
+    for (int r = 0; r < nranks; ++r) {
+      Env env = extraEnv;
+      env.emplace_back("VIGIL_ROOT_INFO", root);
+      env.emplace_back("VIGIL_RANK", std::to_string(r));
+      env.emplace_back("VIGIL_WORLD_SIZE", std::to_string(nranks));
+      env.emplace_back("VIGIL_SOCKET_IFNAME", "lo");
+      spawn(ranks_[static_cast<size_t>(r)], args, env);
+    }
+  }
+
+  RankJob(const RankJob&) = delete;
+  RankJob& operator=(const RankJob&) = delete;
+
+  ~RankJob() {
+    for (Rank& k : ranks_) {
+      if (k.pid > 0 && !k.exited) {
+        ::kill(k.pid, SIGKILL);
+        int st = 0;
+        while (::waitpid(k.pid, &st, 0) < 0 && errno == EINTR) {
+        }
+        k.exited = true;
+      }
+      for (int* fd : {&k.in, &k.out, &k.err, &k.pidfd}) closeFd(*fd);
+    }
+  }
+
+  int size() const { return static_cast<int>(ranks_.size()); }
+  const Rank& rank(int r) const { return ranks_.at(static_cast<size_t>(r)); }
+  pid_t pid(int r) const { return rank(r).pid; }
+  const std::vector<std::string>& lines(int r) const { return rank(r).lines; }
+  const std::string& stderrText(int r) const { return rank(r).errText; }
+  bool exited(int r) const { return rank(r).exited; }
+  // The exit code, or -1 when the rank was killed by a signal (or still runs).
+  int exitCode(int r) const {
+    const Rank& k = rank(r);
+    return k.exited && WIFEXITED(k.status) ? WEXITSTATUS(k.status) : -1;
+  }
+  int termSignal(int r) const {
+    const Rank& k = rank(r);
+    return k.exited && WIFSIGNALED(k.status) ? WTERMSIG(k.status) : 0;
+  }
+
+  // Waits until rank r prints a stdout line for which pred is true; returns it.
+  std::optional<std::string> waitLine(int r, const std::function<bool(const std::string&)>& pred,
+                                      Clock::duration timeout = kDeadline) {
+    const auto deadline = Clock::now() + timeout;
+    while (true) {
+      for (const std::string& l : lines(r)) {
+        if (pred(l)) return l;
+      }
+      if (rank(r).out < 0 || !pump(deadline)) return std::nullopt;  // EOF or deadline
+    }
+  }
+  std::optional<std::string> waitLine(int r, const std::string& exact, Clock::duration timeout = kDeadline) {
+    return waitLine(r, [&](const std::string& l) { return l == exact; }, timeout);
+  }
+
+  // Waits until every rank has exited and its output is drained.
+  bool waitExit(Clock::duration timeout = kDeadline) {
+    const auto deadline = Clock::now() + timeout;
+    while (!allDone()) {
+      if (!pump(deadline)) return false;
+    }
+    return true;
+  }
+
+  bool writeStdin(int r, const std::string& text) {
+    const Rank& k = rank(r);
+    return k.in >= 0 && ::write(k.in, text.data(), text.size()) == static_cast<ssize_t>(text.size());
+  }
+
+  void killRank(int r) { ::kill(rank(r).pid, SIGKILL); }
+
+  // Everything the ranks said and how they ended, for failure messages.
+  std::string dump() const {
+    std::ostringstream os;
+    for (int r = 0; r < size(); ++r) {
+      const Rank& k = rank(r);
+      os << "--- rank " << r << " (pid " << k.pid << "): ";
+      if (!k.exited) {
+        os << "still running";
+      } else if (WIFEXITED(k.status)) {
+        os << "exit code " << WEXITSTATUS(k.status);
+      } else if (WIFSIGNALED(k.status)) {
+        os << "killed by signal " << WTERMSIG(k.status);
+      }
+      os << "\n[stdout]\n" << k.outText << "\n[stderr]\n" << k.errText << "\n";
+    }
+    return os.str();
+  }
+
+ private:
+  static void closeFd(int& fd) {
+    if (fd >= 0) ::close(fd);
+    fd = -1;
+  }
+
+  void spawn(Rank& k, const std::vector<std::string>& args, const Env& env) {
+    // Everything the child needs is built before fork: after it, only
+    // async-signal-safe calls (this process has the root server's threads).
+    std::vector<std::string> envStrings;
+    auto overridden = [&](const char* entry) {
+      for (const auto& [key, value] : env) {
+        if (std::strncmp(entry, key.c_str(), key.size()) == 0 && entry[key.size()] == '=') return true;
+      }
+      return false;
+    };
+    for (char** e = environ; *e != nullptr; ++e) {
+      if (!overridden(*e)) envStrings.emplace_back(*e);
+    }
+    for (const auto& [key, value] : env) envStrings.push_back(key + "=" + value);
+    std::vector<char*> envp, argv;
+    for (std::string& s : envStrings) envp.push_back(s.data());
+    envp.push_back(nullptr);
+    std::vector<std::string> argStrings{kRankProgram};
+    argStrings.insert(argStrings.end(), args.begin(), args.end());
+    for (std::string& s : argStrings) argv.push_back(s.data());
+    argv.push_back(nullptr);
+
+    int inPipe[2], outPipe[2], errPipe[2];
+    ASSERT_EQ(::pipe2(inPipe, O_CLOEXEC), 0) << std::strerror(errno);
+    ASSERT_EQ(::pipe2(outPipe, O_CLOEXEC), 0) << std::strerror(errno);
+    ASSERT_EQ(::pipe2(errPipe, O_CLOEXEC), 0) << std::strerror(errno);
+    pid_t pid = ::fork();
+    ASSERT_GE(pid, 0) << std::strerror(errno);
+    if (pid == 0) {
+      // dup2 clears FD_CLOEXEC on 0/1/2; every other fd of ours is O_CLOEXEC.
+      ::dup2(inPipe[0], 0);
+      ::dup2(outPipe[1], 1);
+      ::dup2(errPipe[1], 2);
+      struct sigaction dfl{};
+      dfl.sa_handler = SIG_DFL;
+      ::sigaction(SIGPIPE, &dfl, nullptr);  // this process ignores it; ranks get the default
+      ::execve(argv[0], argv.data(), envp.data());
+      static const char msg[] = "test_process_faults: execve of the rank program failed\n";
+      ssize_t ignored = ::write(2, msg, sizeof msg - 1);
+      (void)ignored;
+      ::_exit(127);
+    }
+    k.pid = pid;
+    ::close(inPipe[0]);
+    ::close(outPipe[1]);
+    ::close(errPipe[1]);
+    k.in = inPipe[1];
+    k.out = outPipe[0];
+    k.err = errPipe[0];
+    k.pidfd = pidfdOpen(pid);  // -1 on old kernels: pump() then polls waitpid in short ticks
+  }
+
+  bool allDone() const {
+    for (const Rank& k : ranks_) {
+      if (!k.exited || k.out >= 0 || k.err >= 0) return false;
+    }
+    return true;
+  }
+
+  void reap(Rank& k) {
+    if (k.exited) return;
+    int st = 0;
+    pid_t got = ::waitpid(k.pid, &st, WNOHANG);
+    if (got == k.pid) {
+      k.exited = true;
+      k.status = st;
+      closeFd(k.pidfd);
+      closeFd(k.in);
+    }
+  }
+
+  void readInto(int& fd, std::string& text) {
+    char buf[65536];
+    ssize_t n = ::read(fd, buf, sizeof buf);
+    if (n > 0) {
+      text.append(buf, static_cast<size_t>(n));
+    } else if (n == 0 || (errno != EINTR && errno != EAGAIN)) {
+      closeFd(fd);
+    }
+  }
+
+  void splitLines(Rank& k) {
+    size_t nl;
+    while ((nl = k.outText.find('\n', k.lineStart)) != std::string::npos) {
+      k.lines.push_back(k.outText.substr(k.lineStart, nl - k.lineStart));
+      k.lineStart = nl + 1;
+    }
+    if (k.out < 0 && k.lineStart < k.outText.size()) {  // a last line without newline
+      k.lines.push_back(k.outText.substr(k.lineStart));
+      k.lineStart = k.outText.size();
+    }
+  }
+
+  // One round: waits (at most until deadline) for output or an exit and
+  // takes it in. Returns false once the deadline has passed.
+  bool pump(Clock::time_point deadline) {
+    std::vector<pollfd> pfds;
+    std::vector<std::pair<Rank*, int>> what;  // 0 stdout, 1 stderr, 2 pidfd
+    bool needTick = false;
+    for (Rank& k : ranks_) {
+      if (k.out >= 0) pfds.push_back({k.out, POLLIN, 0}), what.emplace_back(&k, 0);
+      if (k.err >= 0) pfds.push_back({k.err, POLLIN, 0}), what.emplace_back(&k, 1);
+      if (!k.exited) {
+        if (k.pidfd >= 0) {
+          pfds.push_back({k.pidfd, POLLIN, 0}), what.emplace_back(&k, 2);
+        } else {
+          needTick = true;
+        }
+      }
+    }
+    auto now = Clock::now();
+    if (now >= deadline) return false;
+    long long waitMs = std::chrono::duration_cast<milliseconds>(deadline - now).count() + 1;
+    if (needTick) waitMs = std::min(waitMs, 10LL);
+    int rc = ::poll(pfds.data(), pfds.size(), static_cast<int>(waitMs));
+    if (rc < 0 && errno != EINTR) {
+      ADD_FAILURE() << "poll: " << std::strerror(errno);
+      return false;
+    }
+    for (size_t i = 0; i < pfds.size(); ++i) {
+      if (pfds[i].revents == 0) continue;
+      Rank& k = *what[i].first;
+      switch (what[i].second) {
+        case 0: readInto(k.out, k.outText), splitLines(k); break;
+        case 1: readInto(k.err, k.errText); break;
+        case 2: reap(k); break;
+      }
+    }
+    if (needTick) {
+      for (Rank& k : ranks_) reap(k);
+    }
+    return true;
+  }
+
+  std::vector<Rank> ranks_;
+};
+
+// "FAIL iter=<i> rc=<int> mono_ns=<ns> call_ms=<ms> text=<...>"
+struct FailLine {
+  int iter = -1;
+  int rc = -1;
+  long long monoNs = 0;
+  double callMs = -1;
+  std::string text;
+};
+
+std::optional<FailLine> parseFail(const std::string& line) {
+  FailLine f;
+  int consumed = 0;
+  if (std::sscanf(line.c_str(), "FAIL iter=%d rc=%d mono_ns=%lld call_ms=%lf text=%n", &f.iter, &f.rc, &f.monoNs,
+                  &f.callMs, &consumed) != 4 ||
+      consumed == 0) {
+    return std::nullopt;
+  }
+  f.text = line.substr(static_cast<size_t>(consumed));
+  return f;
+}
+
+std::vector<std::string> iterLines(int from, int to) {  // "iter from" .. "iter to-1"
+  std::vector<std::string> out;
+  for (int i = from; i < to; ++i) out.push_back("iter " + std::to_string(i));
+  return out;
+}
+
+bool isFail(const std::string& l) { return startsWith(l, "FAIL "); }
+
+// A rank that failed its allreduce: exit 3, stdout = "iter 0".."iter <k>" then one FAIL line.
+FailLine expectFailed(const RankJob& job, int r) {
+  const auto& lines = job.lines(r);
+  EXPECT_EQ(job.exitCode(r), 3) << "rank " << r;
+  EXPECT_EQ(std::count_if(lines.begin(), lines.end(), isFail), 1) << "rank " << r;
+  std::optional<FailLine> f;
+  if (!lines.empty()) f = parseFail(lines.back());
+  if (!f) {
+    ADD_FAILURE() << "rank " << r << ": last stdout line is not a FAIL line";
+    return {};
+  }
+  std::vector<std::string> want = iterLines(0, f->iter + 1);
+  want.push_back(lines.back());
+  EXPECT_EQ(lines, want) << "rank " << r << ": stdout must be iter 0..iter " << f->iter << " then FAIL";
+  return *f;
+}
+
+// A rank that finished: exit 0, stdout exactly "iter 0".."iter N-1", "DONE".
+void expectDone(const RankJob& job, int r, int iters) {
+  std::vector<std::string> want = iterLines(0, iters);
+  want.push_back("DONE");
+  EXPECT_EQ(job.exitCode(r), 0) << "rank " << r;
+  EXPECT_EQ(job.lines(r), want) << "rank " << r;
+}
+
+// ---- S7: a rank leaves the loop early; the survivors get a prompt error ----
+
+// One peer-gone error of the S7 job:
+// "<id>: rank <me>/4 (comm '<c>'): allreduce seq 6: rank <peer> (host <h>, pid <pid>) <rest>"
+struct PeerError {
+  std::string id, comm, rest;
+  int me = -1, peer = -1;
+  long pid = -1;
+};
+
+std::optional<PeerError> parsePeerError(const std::string& text) {
+  static const std::regex re(
+      R"(^(VG-PEER-00[0-9]): rank ([0-9]+)/4 \(comm '([^']*)'\): allreduce seq 6: rank ([0-9]+) \(host [^,]+, pid ([0-9]+)\) (.*)$)");
+  std::smatch m;
+  if (!std::regex_match(text, m, re)) return std::nullopt;
+  PeerError e;
+  e.id = m[1];
+  e.me = std::stoi(m[2]);
+  e.comm = m[3];
+  e.peer = std::stoi(m[4]);
+  e.pid = std::stol(m[5]);
+  e.rest = m[6];
+  return e;
+}
+
+// Checks the error text `reporter` got for rank 2 leaving at seq 6 by `how`.
+// It names rank 2 (with its pid) and the way it left; or, when another
+// survivor failed first and then destroyed its communicator, it names that
+// survivor as "left ... It had failed before leaving: <its own error>", and
+// that quoted error must in turn pass this check. chain gets the ranks named.
+::testing::AssertionResult checkLeaveReport(const std::string& text, int reporter, const RankJob& job,
+                                            const std::string& how, std::vector<int>& chain) {
+  std::optional<PeerError> e = parsePeerError(text);
+  if (!e) return ::testing::AssertionFailure() << "not '<VG-PEER-id>: rank " << reporter
+                                               << "/4 (comm ..): allreduce seq 6: rank N (host H, pid P) ...'";
+  if (e->me != reporter) return ::testing::AssertionFailure() << "reported by rank " << e->me << ", not " << reporter;
+  if (e->peer < 0 || e->peer >= job.size() || e->peer == reporter || e->pid != job.pid(e->peer)) {
+    return ::testing::AssertionFailure() << "names rank " << e->peer << " with pid " << e->pid;
+  }
+  chain.push_back(e->peer);
+  auto expect = [&](const std::string& id, const std::string& restPrefix) {
+    if (e->id == id && startsWith(e->rest, restPrefix)) return ::testing::AssertionSuccess();
+    return ::testing::AssertionFailure() << "rank " << reporter << " about rank " << e->peer << ": expected " << id
+                                         << " and '" << restPrefix << "...', got " << e->id << " and '" << e->rest
+                                         << "'";
+  };
+  if (e->peer != 2) {  // a cascade: another survivor's failure, quoting the root cause
+    const std::string prefix =
+        "left the communicator (vigilCommDestroy) after completing collective seq 5; this rank still needs it. "
+        "It had failed before leaving: ";
+    if (chain.size() > 3) return ::testing::AssertionFailure() << "cascade too long";
+    auto outer = expect("VG-PEER-002", prefix);
+    if (!outer) return outer;
+    return checkLeaveReport(e->rest.substr(prefix.size()), e->peer, job, how, chain);
+  }
+  const std::string stillNeeded = "after completing collective seq 5; this rank still needs it. Remedy: ";
+  const std::string died = "closed its connection without saying goodbye: its process exited, crashed or was killed";
+  if (how == "destroy") return expect("VG-PEER-002", "left the communicator (vigilCommDestroy) " + stillNeeded);
+  if (how == "exit") {
+    // The exit handler says goodbye for the process; had it died first, the EOF would say so.
+    if (e->id == "VG-PEER-001") return expect("VG-PEER-001", died);
+    return expect("VG-PEER-002", "left the communicator (process exit without vigilCommDestroy) " + stillNeeded);
+  }
+  if (how == "abort") {
+    return expect("VG-PEER-003", "stopped the communicator and reported: VG-PEER-003: rank 2/4 (comm '" + e->comm +
+                                     "'): rank 2 aborted the communicator (vigilCommAbort). Remedy: ");
+  }
+  return expect("VG-PEER-001", died);  // kill
+}
+
+class EarlyExit : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(EarlyExit, SurvivorsFailPromptlyNamingTheRankThatLeft) {
+  const std::string how = GetParam();
+  constexpr int kRanks = 4, kLeaver = 2, kLeaveIter = 5;
+  // destroy and exit say goodbye with their last completed seq, so a survivor
+  // still finishing seq 5 completes it whatever the timing. abort and kill are
+  // "stop now" signals: the leaver is held at a gate until every survivor has
+  // finished iter 4 (printed "iter 5"), so the failure lands on iter 5 alone.
+  const bool gated = how == "abort" || how == "kill";
+  std::vector<std::string> args{"loop", "--iters", "8", "--count", "1024", "--leave-rank", std::to_string(kLeaver),
+                                "--leave-iter", std::to_string(kLeaveIter), "--how", how};
+  if (gated) args.push_back("--leave-gate");
+  RankJob job(kRanks, args, {{"VIGIL_TIMEOUT_MS", "60000"}, {"VIGIL_CONNECT_TIMEOUT_MS", "60000"}});
+  if (gated) {
+    for (int r = 0; r < kRanks; ++r) {
+      ASSERT_TRUE(job.waitLine(r, r == kLeaver ? "GATE" : "iter 5")) << job.dump();
+    }
+    ASSERT_TRUE(job.writeStdin(kLeaver, "go\n"));
+  }
+  ASSERT_TRUE(job.waitExit()) << job.dump();
+  SCOPED_TRACE(job.dump());
+
+  // The leaver: iter 0..5, LEAVING (and GATE), then gone the way it was told.
+  std::vector<std::string> leaverLines = iterLines(0, kLeaveIter + 1);
+  leaverLines.push_back("LEAVING iter=5 how=" + how);
+  if (gated) leaverLines.push_back("GATE");
+  EXPECT_EQ(job.lines(kLeaver), leaverLines);
+  if (how == "kill") {
+    EXPECT_EQ(job.termSignal(kLeaver), SIGKILL);
+  } else {
+    EXPECT_EQ(job.exitCode(kLeaver), 0);
+  }
+
+  for (int r = 0; r < kRanks; ++r) {
+    if (r == kLeaver) continue;
+    SCOPED_TRACE("survivor rank " + std::to_string(r));
+    FailLine f = expectFailed(job, r);
+    EXPECT_EQ(f.iter, kLeaveIter);
+    EXPECT_EQ(f.rc, vigilRemoteError);
+    EXPECT_LT(f.callMs, 2000.0);
+    EXPECT_GE(f.callMs, 0.0);
+    std::vector<int> chain;
+    EXPECT_TRUE(checkLeaveReport(f.text, r, job, how, chain)) << f.text;
+    std::cout << "[ how=" << how << " ] rank " << r << ": allreduce failed after " << f.callMs << " ms"
+              << (chain.size() > 1 ? " (cascade: names rank " + std::to_string(chain.front()) +
+                                         ", which quotes the root cause)"
+                                   : std::string())
+              << ": " << f.text << "\n";
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Hows, EarlyExit, ::testing::Values("destroy", "exit", "abort", "kill"),
+                         [](const auto& info) { return info.param; });
+
+// ---- kill -9 from outside while a 16 MiB allreduce runs ----
+
+TEST(KillDuringAllReduce, SurvivorsReportTheKilledRankWithinTwoSeconds) {
+  constexpr int kRanks = 3, kVictim = 1;
+  RankJob job(kRanks, {"loop", "--iters", "1000", "--count", "4194304"},
+              {{"VIGIL_TIMEOUT_MS", "60000"}, {"VIGIL_CONNECT_TIMEOUT_MS", "60000"}});
+  ASSERT_TRUE(job.waitLine(kVictim, "iter 2")) << job.dump();
+  const long long killNs = monoNs();
+  job.killRank(kVictim);
+  ASSERT_TRUE(job.waitExit()) << job.dump();
+  SCOPED_TRACE(job.dump());
+
+  EXPECT_EQ(job.termSignal(kVictim), SIGKILL);
+  const std::string victimPid = "rank 1 (host ";
+  const std::string pidText = ", pid " + std::to_string(job.pid(kVictim)) + ")";
+  for (int r : {0, 2}) {
+    SCOPED_TRACE("survivor rank " + std::to_string(r));
+    FailLine f = expectFailed(job, r);
+    const double latencyMs = static_cast<double>(f.monoNs - killNs) / 1e6;
+    std::cout << "kill -9 of rank 1 -> rank " << r << " reported at iter " << f.iter << " after " << latencyMs
+              << " ms (its allreduce call: " << f.callMs << " ms): " << f.text << "\n";
+    EXPECT_GT(f.monoNs, killNs);
+    EXPECT_LT(f.monoNs - killNs, 2000000000LL);
+    // Rank 1 had finished iter 1 when it printed "iter 2"; it cannot have finished iter 3.
+    EXPECT_GE(f.iter, 1);
+    EXPECT_LE(f.iter, 3);
+    EXPECT_EQ(f.rc, vigilRemoteError);
+    const std::string where = "VG-PEER-001: rank " + std::to_string(r) + "/3 (comm '";
+    EXPECT_TRUE(startsWith(f.text, where)) << f.text;
+    EXPECT_TRUE(contains(f.text, "'): allreduce seq " + std::to_string(f.iter + 1) + ": " + victimPid)) << f.text;
+    EXPECT_TRUE(contains(f.text, pidText + " closed its connection without saying goodbye")) << f.text;
+  }
+}
+
+// ---- S6: returning from main without vigilCommDestroy is a clean exit ----
+
+std::set<std::string> listDir(const char* path) {
+  std::set<std::string> out;
+  if (DIR* d = ::opendir(path)) {
+    while (dirent* e = ::readdir(d)) {
+      std::string name = e->d_name;
+      if (name != "." && name != "..") out.insert(name);
+    }
+    ::closedir(d);
+  }
+  return out;
+}
+
+TEST(ExitWithoutDestroy, EveryRankExitsCleanlyAndLeavesNoShm) {
+  const std::set<std::string> shmBefore = listDir("/dev/shm");
+  {
+    RankJob job(4, {"loop", "--iters", "3", "--count", "1000", "--no-destroy"},
+                {{"VIGIL_LOG", "warn"}, {"VIGIL_TIMEOUT_MS", "60000"}, {"VIGIL_CONNECT_TIMEOUT_MS", "60000"}});
+    ASSERT_TRUE(job.waitExit()) << job.dump();
+    SCOPED_TRACE(job.dump());
+    for (int r = 0; r < 4; ++r) {
+      expectDone(job, r, 3);
+      EXPECT_EQ(job.stderrText(r), "") << "rank " << r;
+    }
+  }
+  std::vector<std::string> added;
+  for (const std::string& name : listDir("/dev/shm")) {
+    if (!shmBefore.count(name)) added.push_back(name);
+  }
+  EXPECT_TRUE(added.empty()) << "new /dev/shm entries: " << ::testing::PrintToString(added);
+}
+
+// ---- S10: VIGIL_PORT_RANGE ----
+
+// True when nothing listens on or holds 127.0.0.1:port (nor the wildcard address).
+bool portFree(int port) {
+  for (in_addr_t host : {htonl(INADDR_LOOPBACK), htonl(INADDR_ANY)}) {
+    int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (fd < 0) return false;
+    sockaddr_in a{};
+    a.sin_family = AF_INET;
+    a.sin_port = htons(static_cast<uint16_t>(port));
+    a.sin_addr.s_addr = host;
+    bool ok = ::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0;
+    ::close(fd);
+    if (!ok) return false;
+  }
+  return true;
+}
+
+// The first of `count` consecutive free ports. Searched below the kernel's
+// ephemeral range (outgoing connections take ports from there), starting at
+// a pid-dependent point so that concurrent test processes rarely meet.
+int findFreePorts(int count) {
+  int ephLo = 32768, ephHi = 60999;
+  std::ifstream("/proc/sys/net/ipv4/ip_local_port_range") >> ephLo >> ephHi;
+  int lo = 20000, hi = ephLo - 1;  // usually 20000..32767
+  if (hi - lo < 1000) lo = ephHi + 1, hi = 65535;
+  const int span = hi - lo + 1 - count;
+  const int start = lo + static_cast<int>(::getpid() * 16 % span);
+  for (int i = 0; i < span; ++i) {
+    const int p = lo + (start - lo + i) % span;
+    bool ok = true;
+    for (int q = p; ok && q < p + count; ++q) ok = portFree(q);
+    if (ok) return p;
+  }
+  return -1;
+}
+
+std::string rangeText(int lo, int hi) { return std::to_string(lo) + "-" + std::to_string(hi); }
+
+TEST(PortRange, TwoConcurrentJobsShareAnEightPortRange) {
+  const int p = findFreePorts(8);
+  ASSERT_GT(p, 0) << "no 8 consecutive free ports";
+  const std::string range = rangeText(p, p + 7);
+  std::cout << "VIGIL_PORT_RANGE=" << range << "\n";
+  const Env env{{"VIGIL_PORT_RANGE", range}, {"VIGIL_TIMEOUT_MS", "60000"}, {"VIGIL_CONNECT_TIMEOUT_MS", "60000"}};
+  RankJob a(2, {"loop", "--iters", "3", "--count", "100"}, env);
+  RankJob b(2, {"loop", "--iters", "3", "--count", "100"}, env);
+  ASSERT_TRUE(a.waitExit()) << a.dump();
+  ASSERT_TRUE(b.waitExit()) << b.dump();
+  for (const RankJob* job : {&a, &b}) {
+    SCOPED_TRACE(job->dump());
+    for (int r = 0; r < 2; ++r) expectDone(*job, r, 3);
+  }
+}
+
+TEST(PortRange, ExhaustedRangeFailsInitNamingTheRangeAndPortsTried) {
+  const int p = findFreePorts(3);
+  ASSERT_GT(p, 0) << "no 3 consecutive free ports";
+  std::vector<int> held;
+  struct CloseAll {
+    std::vector<int>& fds;
+    ~CloseAll() {
+      for (int fd : fds) ::close(fd);
+    }
+  } closeHeld{held};
+  for (int port = p; port < p + 3; ++port) {
+    int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    ASSERT_GE(fd, 0) << std::strerror(errno);
+    held.push_back(fd);
+    sockaddr_in a{};
+    a.sin_family = AF_INET;
+    a.sin_port = htons(static_cast<uint16_t>(port));
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    ASSERT_EQ(::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a), 0) << "port " << port << ": " << std::strerror(errno);
+    ASSERT_EQ(::listen(fd, 4), 0) << std::strerror(errno);
+  }
+  const std::string range = rangeText(p, p + 2);
+  RankJob job(1, {"init-only"},
+              {{"VIGIL_PORT_RANGE", range}, {"VIGIL_TIMEOUT_MS", "60000"}, {"VIGIL_CONNECT_TIMEOUT_MS", "60000"}});
+  ASSERT_TRUE(job.waitExit()) << job.dump();
+  SCOPED_TRACE(job.dump());
+  EXPECT_EQ(job.exitCode(0), 5);
+  ASSERT_EQ(job.lines(0).size(), 1u);
+  const std::string& line = job.lines(0)[0];
+  std::cout << line << "\n";
+  const std::string prefix = "INITFAIL rc=" + std::to_string(vigilSystemError) + " text=VG-NET-001: ";
+  EXPECT_TRUE(startsWith(line, prefix)) << line;
+  EXPECT_TRUE(contains(line, "VIGIL_PORT_RANGE=" + range)) << line;
+  EXPECT_TRUE(contains(line, "tried ports " + range)) << line;
+  EXPECT_TRUE(contains(line, "Address already in use")) << line;
+}
+
+// ---- The happy path over real processes ----
+
+TEST(ProcessRanks, TwentyAllReducesOfOneHundredThousandFloatsAreExact) {
+  RankJob job(4, {"loop", "--iters", "20", "--count", "100000"},
+              {{"VIGIL_TIMEOUT_MS", "60000"}, {"VIGIL_CONNECT_TIMEOUT_MS", "60000"}});
+  ASSERT_TRUE(job.waitExit()) << job.dump();
+  SCOPED_TRACE(job.dump());
+  for (int r = 0; r < 4; ++r) {
+    expectDone(job, r, 20);
+    for (const std::string& l : job.lines(r)) EXPECT_FALSE(startsWith(l, "WRONG")) << l;
+  }
+}
+
+}  // namespace
