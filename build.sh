@@ -1,0 +1,73 @@
+#!/usr/bin/env bash
+# One entry point for a fresh Debian 12 machine:
+#   ./build.sh demo   install what is missing, build, run the 4-rank demo
+#   ./build.sh test   install what is missing, build, run the whole test suite
+#                     (a normal build, then again under ASan+UBSan)
+set -euo pipefail
+cd "$(dirname "$0")"
+
+PACKAGES=(cmake ninja-build g++ pkg-config libgtest-dev iproute2 procps)
+JOBS=${VIGIL_BUILD_JOBS:-$(nproc)}
+
+install_packages() {
+  local missing=()
+  for p in "${PACKAGES[@]}"; do
+    dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+  done
+  [ ${#missing[@]} -eq 0 ] && return 0
+  echo "build.sh: installing ${missing[*]}"
+  local sudo=""
+  [ "$(id -u)" -ne 0 ] && sudo="sudo"
+  $sudo apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq "${missing[@]}" >/dev/null
+}
+
+check_tools() {
+  local missing=()
+  for tool in cmake ninja g++ pkg-config; do command -v "$tool" >/dev/null || missing+=("$tool"); done
+  [ -f /usr/include/gtest/gtest.h ] || missing+=("GoogleTest headers (libgtest-dev)")
+  if [ ${#missing[@]} -gt 0 ]; then
+    echo "build.sh: missing after install: ${missing[*]}" >&2
+    exit 1
+  fi
+}
+
+configure_and_build() {  # dir, extra cmake args...
+  local dir=$1
+  shift
+  # A leftover build directory from another source tree or generator gives
+  # confusing errors: start it afresh.
+  if [ -f "$dir/CMakeCache.txt" ] && ! grep -q "CMAKE_HOME_DIRECTORY:INTERNAL=$PWD\$" "$dir/CMakeCache.txt"; then
+    echo "build.sh: $dir belongs to another source tree; recreating it"
+    rm -rf "$dir"
+  fi
+  cmake -S . -B "$dir" -G Ninja "$@" >/dev/null
+  cmake --build "$dir" -j "$JOBS"
+}
+
+run_ctest() {  # dir
+  (cd "$1" && ctest --output-on-failure -j "$JOBS" --timeout 600)
+}
+
+case "${1:-}" in
+  demo)
+    install_packages
+    check_tools
+    configure_and_build build -DVIGIL_BUILD_TESTS=OFF
+    ./build/vigil-run -n 4 ./build/vigil-demo
+    ;;
+  test)
+    install_packages
+    check_tools
+    configure_and_build build
+    echo "== test suite =="
+    run_ctest build
+    echo "== test suite under AddressSanitizer + UndefinedBehaviorSanitizer =="
+    configure_and_build build-asan -DCMAKE_BUILD_TYPE=Debug -DVIGIL_SANITIZE=address,undefined
+    ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1 run_ctest build-asan
+    ;;
+  *)
+    echo "usage: $0 demo|test" >&2
+    exit 2
+    ;;
+esac

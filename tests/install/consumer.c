@@ -1,0 +1,17 @@
+/* An outside C99 program: compiles against the installed header, links -lvigil. */
+#include <stdio.h>
+#include <vigil/vigil.h>
+
+int main(void) {
+  int version = 0;
+  vigilRootInfo info;
+  char text[2 * VIGIL_ROOT_INFO_BYTES + 1];
+  if (vigilGetVersion(&version) != vigilSuccess || version != VIGIL_VERSION_CODE) return 1;
+  if (vigilGetRootInfo(&info) != vigilSuccess) {
+    fprintf(stderr, "%s\n", vigilGetLastError(NULL));
+    return 1;
+  }
+  if (vigilRootInfoToString(&info, text, sizeof text) != vigilSuccess) return 1;
+  printf("vigil %d root %.16s...\n", version, text);
+  return 0;
+}
