@@ -28,6 +28,14 @@ extern "C" {
 #define VIGIL_PATCH 0
 #define VIGIL_VERSION_CODE (VIGIL_MAJOR * 10000 + VIGIL_MINOR * 100 + VIGIL_PATCH)
 
+/* In C++ the enums get int as their fixed underlying type: a C caller may
+   pass any int, and C++ code must be able to hold and reject it. */
+#ifdef __cplusplus
+#define VIGIL_ENUM_INT : int
+#else
+#define VIGIL_ENUM_INT
+#endif
+
 typedef struct vigilComm* vigilComm_t;
 typedef struct vigilStream* vigilStream_t; /* NULL = blocking call */
 typedef struct vigilEvent* vigilEvent_t;
@@ -37,7 +45,7 @@ typedef struct {
   char internal[VIGIL_ROOT_INFO_BYTES];
 } vigilRootInfo;
 
-typedef enum {
+typedef enum VIGIL_ENUM_INT {
   vigilSuccess = 0,
   vigilInvalidArgument = 1, /* a bad argument, or one that contradicts the communicator */
   vigilInvalidUsage = 2,    /* wrong call order, use after destroy/abort, group misuse,
@@ -53,7 +61,7 @@ typedef enum {
   vigilNumericError = 10 /* NaN/Inf found by the NaN check */
 } vigilResult_t;
 
-typedef enum {
+typedef enum VIGIL_ENUM_INT {
   vigilInt8 = 0,
   vigilUint8 = 1,
   vigilInt32 = 2,
@@ -66,7 +74,7 @@ typedef enum {
   vigilBfloat16 = 9
 } vigilDataType_t;
 
-typedef enum { vigilSum = 0, vigilProd = 1, vigilMax = 2, vigilMin = 3, vigilAvg = 4 } vigilRedOp_t;
+typedef enum VIGIL_ENUM_INT { vigilSum = 0, vigilProd = 1, vigilMax = 2, vigilMin = 3, vigilAvg = 4 } vigilRedOp_t;
 
 /* ---- Version, errors ---------------------------------------------------- */
 

@@ -70,7 +70,7 @@ void Communicator::runCollective(const OpDesc& op) {
   for (int p = 0; p < nranks_; ++p) {
     if (p != rank_) everyone.push_back(p);
   }
-  checkPeersBeforeStart(everyone, currentLabel_.c_str(), seq);
+  checkPeersBeforeStart(everyone, seq);
   ++nextSeq_;  // the op is under way: its number is used, whatever happens next
   VIGIL_LOG_AT(LogLevel::Trace, rank_, currentLabel_, " seq ", seq, " count ", op.count, " ", dtypeName(op.dtype));
 
@@ -123,7 +123,7 @@ void Communicator::runPointToPointBatch(std::span<const OpDesc> ops) {
     if (isSend) peers.push_back(op.peer);
   }
   currentLabel_ = ops.size() == 1 ? opName(ops[0].kind) : cat("group of ", ops.size(), " send/recv");
-  checkPeersBeforeStart(peers, currentLabel_.c_str(), -1);
+  checkPeersBeforeStart(peers, -1);
   for (const OpDesc& op : ops) {
     ++(op.kind == OpKind::Send ? sendSeq_ : recvSeq_)[static_cast<size_t>(op.peer)];
   }
@@ -151,35 +151,51 @@ uint8_t* Communicator::scratch(size_t bytes) {
   return scratch_.data();
 }
 
-int Communicator::checkPeers(std::span<const int> directRecvPeers, int* status) {
-  control_.clearPeerChange();  // then read the state: a later change signals again
-  const auto seq = static_cast<int64_t>(current_.seq);
-  for (int p : control_.peersNotAlive()) {
+std::vector<int> Communicator::gonePeersByCause(int64_t seq) const {
+  std::vector<int> out;
+  std::vector<int> cascade;  // they left because of someone else: blame them last
+  for (int p : control_.peersNotAlive()) {  // earliest first
     PeerState s = control_.peer(p);
-    if (s.status == PeerState::Status::Left && s.lastSeq >= seq) continue;  // it finished this op
-    bool direct = false;
-    for (int d : directRecvPeers) direct |= d == p;
-    if (direct && s.status != PeerState::Status::Failed) continue;  // its socket tells what it sent
-    *status = static_cast<int>(s.status);
-    return p;
+    if (s.status == PeerState::Status::Left && seq >= 0 && s.lastSeq >= seq) continue;  // it finished this op
+    const bool followed = s.status == PeerState::Status::Left && !s.byeCause.empty();
+    (followed ? cascade : out).push_back(p);
   }
-  return -1;
+  out.insert(out.end(), cascade.begin(), cascade.end());
+  return out;
 }
 
-void Communicator::checkPeersBeforeStart(std::span<const int> peers, const char* opLabel, int64_t seq) const {
-  for (int p : control_.peersNotAlive()) {
+int Communicator::checkPeers(std::span<const int> directRecvPeers, int* status) {
+  control_.clearPeerChange();  // then read the state: a later change signals again
+  std::vector<int> gone = gonePeersByCause(static_cast<int64_t>(current_.seq));
+  if (gone.empty()) return -1;
+  const int first = gone.front();
+  PeerState s = control_.peer(first);
+  if (s.status == PeerState::Status::Died) {
+    // A peer that died may have sent everything this step needs before it
+    // died: if we read from it, its socket will tell (data, then EOF).
+    for (int d : directRecvPeers) {
+      if (d == first) return -1;
+    }
+  }
+  *status = static_cast<int>(s.status);
+  return first;
+}
+
+void Communicator::checkPeersBeforeStart(std::span<const int> peers, int64_t seq) {
+  for (int p : gonePeersByCause(seq)) {
     bool needed = false;
     for (int q : peers) needed |= q == p;
     if (!needed) continue;
-    PeerState s = control_.peer(p);
-    if (s.status == PeerState::Status::Alive) continue;
-    if (s.status == PeerState::Status::Left && seq >= 0 && s.lastSeq >= seq) continue;
-    Error e = describePeerGone(p, s);
     // Nothing was sent: the communicator stays consistent for ops that do
-    // not need that peer, so this error is not sticky.
-    throw Error(e.errc(), e.result(), e.text());
+    // not need that peer, so this error is not sticky; but it is the cause
+    // a goodbye of ours would quote.
+    Error e = describePeerGone(p, control_.peer(p));
+    {
+      std::lock_guard lock(errorMutex_);
+      lastCause_ = e.text();
+    }
+    throw e;
   }
-  (void)opLabel;
 }
 
 std::optional<Error> Communicator::asyncError() const {
@@ -227,8 +243,12 @@ void Communicator::destroy(ByeReason reason) {
   if (s == State::Active || s == State::Finalized) {
     if (!state_.compare_exchange_strong(s, State::Destroyed)) return;
     if (s == State::Active) {
-      std::optional<Error> failed = asyncError();
-      control_.sendBye(reason, completedSeq_.load(), failed ? failed->text() : std::string());
+      std::string cause;
+      {
+        std::lock_guard lock(errorMutex_);
+        cause = fatal_ ? fatal_->text() : lastCause_;
+      }
+      control_.sendBye(reason, completedSeq_.load(), cause);
     }
   } else {
     state_.store(State::Destroyed);

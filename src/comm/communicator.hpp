@@ -77,7 +77,10 @@ class Communicator : private algo::StepRunner, private LivenessWatch {
   void runCollective(const OpDesc& op);
   void runPointToPointBatch(std::span<const OpDesc> ops);
   void checkUsable() const;
-  void checkPeersBeforeStart(std::span<const int> peers, const char* opLabel, int64_t seq) const;
+  // Peers that are gone and have not completed `seq` (-1: any), root causes
+  // first: a peer that left because another failed comes last.
+  std::vector<int> gonePeersByCause(int64_t seq) const;
+  void checkPeersBeforeStart(std::span<const int> peers, int64_t seq);
   [[noreturn]] void failOp(const ExchangeFault& fault);
   Error describePeerGone(int peer, const PeerState& state) const;
   Error describeMismatch(const ExchangeFault& fault) const;
@@ -109,6 +112,7 @@ class Communicator : private algo::StepRunner, private LivenessWatch {
   std::atomic<State> state_{State::Active};
   mutable std::mutex errorMutex_;
   std::optional<Error> fatal_;  // first error that broke the communicator
+  std::string lastCause_;       // last peer-loss error, for our goodbye
 };
 
 }  // namespace vigil

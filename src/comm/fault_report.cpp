@@ -70,12 +70,18 @@ Error Communicator::describePeerGone(int peer, const PeerState& s) const {
   b.op(opLabel, collective ? seq : -1);
   switch (s.status) {
     case PeerState::Status::Left:
+    {
+      // A peer that left because of another failure quotes it: that one is
+      // the root cause, and its remedy is the one that helps.
+      const size_t cut = s.byeCause.find(" Remedy: ");
       b = error(Errc::PeerLeft);
       b.op(opLabel, collective ? seq : -1)
           .cause(describePeer(peer), " left the communicator (", describe(s.byeReason), ") ", afterLast(),
                  "; this rank still needs it",
-                 s.byeCause.empty() ? std::string() : cat(". It had failed before leaving: ", s.byeCause));
+                 s.byeCause.empty() ? std::string() : cat(". It had failed before leaving: ", s.byeCause.substr(0, cut)));
+      if (cut != std::string::npos) b.remedy(s.byeCause.substr(cut + 9));
       break;
+    }
     case PeerState::Status::Failed: {
       // A peer's mismatch verdict is everyone's: keep its result and id, and
       // its remedy, which is about the root cause.

@@ -92,6 +92,7 @@ std::vector<int> ControlPlane::handshake(Deadline deadline) {
     for (size_t i = 0; i < pfds.size(); ++i) {
       if (pfds[i].revents != 0) onReadable(waiting[i]);
     }
+    flushSignals();
   }
 }
 
@@ -118,7 +119,14 @@ void ControlPlane::run() {
     for (size_t i = 1; i < pfds.size(); ++i) {
       if (pfds[i].revents != 0) onReadable(owner[i]);
     }
+    flushSignals();
   }
+}
+
+void ControlPlane::flushSignals() {
+  if (pendingFatal_) fatal_.signal();
+  if (pendingPeerChange_) peerChange_.signal();
+  pendingFatal_ = pendingPeerChange_ = false;
 }
 
 void ControlPlane::onReadable(int peer) {
@@ -212,8 +220,10 @@ void ControlPlane::setState(int peer, PeerState::Status status, const PeerState*
     if (status == PeerState::Status::Failed && !firstFailed_) firstFailed_ = peer;
     changed_.notify_all();
   }
-  if (status == PeerState::Status::Failed) fatal_.signal();
-  peerChange_.signal();
+  // Signalled once per poll round (flushSignals), so that a waiting op sees
+  // every notice that arrived together, root cause included, at once.
+  if (status == PeerState::Status::Failed) pendingFatal_ = true;
+  pendingPeerChange_ = true;
   VIGIL_LOG_AT(LogLevel::Info, rank_, "rank ", peer,
                status == PeerState::Status::Left    ? " left"
                : status == PeerState::Status::Died  ? " closed its connection without goodbye"

@@ -80,6 +80,7 @@ class ControlPlane {
   void onReadable(int peer);
   void onMessage(int peer, const uint8_t* data, size_t size);
   void setState(int peer, PeerState::Status status, const PeerState* details);
+  void flushSignals();
   bool sendTo(int peer, const std::vector<uint8_t>& message, Deadline deadline);
 
   const int rank_;
@@ -87,6 +88,8 @@ class ControlPlane {
   std::vector<Fd> fds_;
   std::vector<std::vector<uint8_t>> inbox_;  // partial messages, per peer
   std::vector<uint8_t> eof_;                 // connection closed by the peer (thread-owned)
+  bool pendingFatal_ = false;                // signals owed at the end of this poll round
+  bool pendingPeerChange_ = false;
   EventFd stop_;
   EventFd fatal_;
   EventFd peerChange_;

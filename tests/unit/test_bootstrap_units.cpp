@@ -6,6 +6,9 @@
 
 #include <thread>
 
+#include <map>
+
+#include "bootstrap/launch_env.hpp"
 #include "bootstrap/mesh.hpp"
 #include "bootstrap/root_info.hpp"
 #include "core/errors.hpp"
@@ -155,6 +158,72 @@ TEST(Mesh, APeerThatNeverConnectsIsNamed) {
   std::string text = errorText(
       [&] { connectMesh(listeners[0], peers, 0, randomToken(), VIGIL_VERSION_CODE, Deadline::afterMs(300)); });
   EXPECT_EQ(text.rfind("VG-BOOT-008: rank 0/2: init: connections to rank(s) 1 did not complete", 0), 0u) << text;
+}
+
+LaunchEnv launchFrom(const std::map<std::string, std::string>& env) {
+  return resolveLaunchEnv([&](const char* var) -> const char* {
+    auto it = env.find(var);
+    return it == env.end() ? nullptr : it->second.c_str();
+  });
+}
+
+TEST(LaunchEnv, EveryLauncherIsRecognised) {
+  vigilRootInfo raw{};
+  RootInfo root;
+  root.token = randomToken();
+  root.address = resolveAddress("127.0.0.1", 4242);
+  root.encode(&raw);
+  LaunchEnv a = launchFrom({{"VIGIL_ROOT_INFO", rootInfoToHex(raw)}, {"VIGIL_RANK", "2"}, {"VIGIL_WORLD_SIZE", "4"}});
+  EXPECT_EQ(a.launcher, "vigil-run");
+  EXPECT_EQ(a.rank, 2);
+  EXPECT_EQ(a.nranks, 4);
+  EXPECT_EQ(a.root.token, root.token);
+  EXPECT_FALSE(a.hostsRoot);
+
+  LaunchEnv t = launchFrom({{"MASTER_ADDR", "127.0.0.1"}, {"MASTER_PORT", "29500"}, {"RANK", "0"}, {"WORLD_SIZE", "2"}});
+  EXPECT_EQ(t.launcher, "torchrun");
+  EXPECT_TRUE(t.hostsRoot);
+  EXPECT_EQ(t.root.address.toString(), "127.0.0.1:29500");
+  LaunchEnv agent = launchFrom({{"MASTER_ADDR", "127.0.0.1"}, {"MASTER_PORT", "29500"}, {"RANK", "1"},
+                                {"WORLD_SIZE", "2"}, {"TORCHELASTIC_USE_AGENT_STORE", "True"}});
+  EXPECT_EQ(agent.root.address.port(), 29501) << "torchrun's agent holds MASTER_PORT";
+  EXPECT_EQ(agent.root.token, launchFrom({{"MASTER_ADDR", "127.0.0.1"}, {"MASTER_PORT", "29501"}, {"RANK", "0"},
+                                          {"WORLD_SIZE", "2"}, {"VIGIL_ROOT_PORT", "29501"}})
+                                  .root.token)
+      << "every rank derives the same token";
+
+  LaunchEnv m = launchFrom({{"OMPI_COMM_WORLD_RANK", "3"}, {"OMPI_COMM_WORLD_SIZE", "8"}, {"VIGIL_ROOT_ADDR", "127.0.0.1:5000"}});
+  EXPECT_EQ(m.launcher, "Open MPI");
+  EXPECT_EQ(m.rank, 3);
+  EXPECT_EQ(m.root.address.port(), 5000);
+  LaunchEnv s = launchFrom({{"SLURM_PROCID", "1"}, {"SLURM_NTASKS", "2"}, {"VIGIL_ROOT_ADDR", "[::1]:6000"}});
+  EXPECT_EQ(s.launcher, "SLURM");
+  EXPECT_EQ(s.root.address.toString(), "[::1]:6000");
+  LaunchEnv s2 = launchFrom({{"SLURM_PROCID", "1"}, {"SLURM_NTASKS", "2"}, {"SLURM_JOB_ID", "77"},
+                             {"VIGIL_ROOT_ADDR", "[::1]:6000"}});
+  EXPECT_NE(s.root.token, s2.root.token) << "another job id, another token";
+}
+
+TEST(LaunchEnv, MissingOrMalformedVariablesAreNamed) {
+  auto fails = [](const std::map<std::string, std::string>& env) {
+    return errorText([&] { launchFrom(env); });
+  };
+  std::string none = fails({});
+  EXPECT_EQ(none.rfind("VG-BOOT-009: ", 0), 0u) << none;
+  std::string half = fails({{"RANK", "0"}});
+  EXPECT_EQ(half.rfind("VG-BOOT-010: ", 0), 0u) << half;
+  EXPECT_NE(half.find("WORLD_SIZE is not set but RANK is"), std::string::npos) << half;
+  std::string text = fails({{"RANK", "zero"}, {"WORLD_SIZE", "2"}});
+  EXPECT_NE(text.find("RANK='zero' is not a non-negative decimal integer"), std::string::npos) << text;
+  std::string big = fails({{"RANK", "4"}, {"WORLD_SIZE", "4"}, {"MASTER_ADDR", "x"}, {"MASTER_PORT", "1"}});
+  EXPECT_NE(big.find("rank 4 is not below the world size 4"), std::string::npos) << big;
+  std::string noRoot = fails({{"SLURM_PROCID", "0"}, {"SLURM_NTASKS", "2"}});
+  EXPECT_NE(noRoot.find("no root"), std::string::npos) << noRoot;
+  EXPECT_NE(noRoot.find("VIGIL_ROOT_ADDR"), std::string::npos) << noRoot;
+  std::string noPort = fails({{"RANK", "0"}, {"WORLD_SIZE", "2"}, {"MASTER_ADDR", "127.0.0.1"}});
+  EXPECT_NE(noPort.find("MASTER_PORT is not"), std::string::npos) << noPort;
+  std::string badHost = fails({{"RANK", "0"}, {"WORLD_SIZE", "2"}, {"MASTER_ADDR", "no-such-host.invalid"}, {"MASTER_PORT", "1"}});
+  EXPECT_EQ(badHost.rfind("VG-NET-005: ", 0), 0u) << badHost;
 }
 
 }  // namespace
