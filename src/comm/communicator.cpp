@@ -3,6 +3,8 @@
 
 #include "comm/communicator.hpp"
 
+#include <algorithm>
+
 #include "core/dtype.hpp"
 #include "core/log.hpp"
 
@@ -66,11 +68,7 @@ void Communicator::runCollective(const OpDesc& op) {
   opStart_ = Clock::now();
   opDeadline_ = Deadline::afterMs(config_.timeoutMs);
 
-  std::vector<int> everyone;
-  for (int p = 0; p < nranks_; ++p) {
-    if (p != rank_) everyone.push_back(p);
-  }
-  checkPeersBeforeStart(everyone, seq);
+  checkPeersBeforeStart(allPeers_, seq);
   ++nextSeq_;  // the op is under way: its number is used, whatever happens next
   VIGIL_LOG_AT(LogLevel::Trace, rank_, currentLabel_, " seq ", seq, " count ", op.count, " ", dtypeName(op.dtype));
 
@@ -83,10 +81,11 @@ void Communicator::runCollective(const OpDesc& op) {
       algo::reduceScatterRing(*this, op.send, op.recv, op.count, op.dtype, op.redop);
       break;
     case OpKind::AllToAll: {
-      std::vector<size_t> counts(static_cast<size_t>(nranks_), op.count), displs(static_cast<size_t>(nranks_));
-      for (size_t p = 0; p < displs.size(); ++p) displs[p] = p * op.count;
-      algo::allToAllVDirect(*this, op.send, counts.data(), displs.data(), op.recv, counts.data(), displs.data(),
-                            op.dtype);
+      // Equal blocks: the all-to-all-v schedule with uniform counts.
+      std::fill(uniformCounts_.begin(), uniformCounts_.end(), op.count);
+      for (size_t p = 0; p < uniformDispls_.size(); ++p) uniformDispls_[p] = p * op.count;
+      algo::allToAllVDirect(*this, op.send, uniformCounts_.data(), uniformDispls_.data(), op.recv,
+                            uniformCounts_.data(), uniformDispls_.data(), op.dtype);
       break;
     }
     case OpKind::AllToAllV:

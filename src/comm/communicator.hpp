@@ -107,6 +107,8 @@ class Communicator : private algo::StepRunner, private LivenessWatch {
   std::atomic<int64_t> completedSeq_{0};
   std::vector<uint64_t> sendSeq_, recvSeq_;  // per peer, point-to-point
   std::vector<uint8_t> scratch_;
+  const std::vector<int> allPeers_;                        // every rank but this one
+  std::vector<size_t> uniformCounts_, uniformDispls_;      // all-to-all as all-to-all-v
 
   enum class State : uint8_t { Active, Finalized, Destroyed, Aborted };
   std::atomic<State> state_{State::Active};

@@ -74,7 +74,16 @@ Communicator::Communicator(int rank, int nranks, CommConfig config, std::string 
       control_(rank, nranks, std::move(mesh.control)),
       data_(std::move(mesh.data)),
       sendSeq_(static_cast<size_t>(nranks)),
-      recvSeq_(static_cast<size_t>(nranks)) {}
+      recvSeq_(static_cast<size_t>(nranks)),
+      allPeers_([&] {
+        std::vector<int> peers;
+        for (int p = 0; p < nranks; ++p) {
+          if (p != rank) peers.push_back(p);
+        }
+        return peers;
+      }()),
+      uniformCounts_(static_cast<size_t>(nranks)),
+      uniformDispls_(static_cast<size_t>(nranks)) {}
 
 Communicator::~Communicator() { destroy(); }
 

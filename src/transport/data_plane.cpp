@@ -8,13 +8,6 @@
 
 namespace vigil {
 
-struct DataPlane::Active {
-  const Transfer* transfer;
-  FrameHeader header;  // outgoing header, or the incoming one being read
-  size_t done = 0;     // bytes of header + payload moved so far
-  bool finished = false;
-};
-
 namespace {
 
 constexpr size_t kHeaderBytes = sizeof(FrameHeader);
@@ -57,19 +50,19 @@ Step progressSend(int fd, DataPlane::Active& a) {
 ExchangeFault DataPlane::exchange(std::span<const Transfer> transfers, const FrameHeader& header,
                                   bool checkFingerprint, Deadline deadline, LivenessWatch& watch) {
   ExchangeFault fault;
-  std::vector<Active> active;
-  active.reserve(transfers.size());
+  // The vectors are members, reused by every step: no allocation per step.
+  std::vector<Active>& active = active_;
+  active.clear();
   for (const Transfer& t : transfers) {
     Active a{&t, t.header != nullptr ? *t.header : header};
     a.header.bytes = t.bytes;
     active.push_back(a);
   }
-  const size_t nPeers = fds_.size();
   // One in-flight message per (peer, direction): later ones wait their turn,
   // because the byte stream to a peer carries them back to back.
-  std::vector<uint8_t> claimed(2 * nPeers);
-  std::vector<pollfd> pfds;
-  std::vector<Active*> polled;
+  std::vector<uint8_t>& claimed = claimed_;
+  claimed.resize(2 * fds_.size());
+  std::vector<pollfd>& pfds = pollFds_;
 
   auto recvStep = [&](Active& a) -> Step {
     int fd = fds_[static_cast<size_t>(a.transfer->peer)].get();
@@ -120,7 +113,6 @@ ExchangeFault DataPlane::exchange(std::span<const Transfer> transfers, const Fra
   while (true) {
     std::fill(claimed.begin(), claimed.end(), 0);
     pfds.clear();
-    polled.clear();
     directRecvPeers_.clear();
     bool allDone = true;
     for (Active& a : active) {
@@ -150,7 +142,6 @@ ExchangeFault DataPlane::exchange(std::span<const Transfer> transfers, const Fra
         return fault;
       }
       pfds.push_back({fds_[static_cast<size_t>(peer)].get(), static_cast<short>(a.transfer->isSend ? POLLOUT : POLLIN), 0});
-      polled.push_back(&a);
       if (!a.transfer->isSend) directRecvPeers_.push_back(peer);
     }
     if (allDone) return fault;

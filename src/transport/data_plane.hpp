@@ -5,6 +5,8 @@
 // from the same peer keep their order. The wait ends when all are done, at
 // the deadline, when the communicator is aborted, or when a peer goes away.
 
+#include <poll.h>
+
 #include <cstddef>
 #include <cstdint>
 #include <span>
@@ -83,10 +85,18 @@ class DataPlane {
   int fd(int peer) const { return fds_[static_cast<size_t>(peer)].get(); }
   void closeAll() { fds_.clear(); }
 
-  struct Active;  // one transfer in flight (defined in data_plane.cpp)
+  struct Active {  // one transfer in flight
+    const Transfer* transfer;
+    FrameHeader header;  // outgoing header, or the incoming one being read
+    size_t done = 0;     // bytes of header + payload moved so far
+    bool finished = false;
+  };
 
  private:
   std::vector<Fd> fds_;
+  std::vector<Active> active_;
+  std::vector<uint8_t> claimed_;
+  std::vector<pollfd> pollFds_;
   std::vector<int> directRecvPeers_;
 };
 
