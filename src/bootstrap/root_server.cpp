@@ -181,17 +181,6 @@ bool Rendezvous::readPending(Pending& p) {
         reject(p, "it presented another job's token (a rank of a different job or root info)");
         return false;
       }
-      if (p.preamble.wireVersion != kWireVersion ||
-          p.preamble.libVersion != static_cast<uint32_t>(VIGIL_VERSION_CODE)) {
-        fail(Errc::BootVersionMismatch,
-             cat("rank ", p.preamble.rank, " (", p.from, ") runs vigil ", versionText(p.preamble.libVersion),
-                 " with wire version ", p.preamble.wireVersion, ", but the rendezvous root runs vigil ",
-                 versionText(VIGIL_VERSION_CODE), " with wire version ", kWireVersion,
-                 first_ ? cat(" like ", first_->where()) : std::string()));
-        // Tell this rank too, in the reply format every version understands.
-        sendMessage(p.fd.get(), verdict_->encode(), Deadline::afterMs(2000));
-        return false;
-      }
       p.stage = Pending::Stage::Length;
       continue;
     }
@@ -203,6 +192,19 @@ bool Rendezvous::readPending(Pending& p) {
       p.payload.resize(p.length);
       p.stage = Pending::Stage::Payload;
       continue;
+    }
+    // A rank of another version is judged only now, with its hello read to
+    // the end: closing a socket with unread bytes would reset it and lose
+    // the verdict on the way to that rank.
+    if (p.preamble.wireVersion != kWireVersion || p.preamble.libVersion != static_cast<uint32_t>(VIGIL_VERSION_CODE)) {
+      fail(Errc::BootVersionMismatch,
+           cat("rank ", p.preamble.rank, " (", p.from, ") runs vigil ", versionText(p.preamble.libVersion),
+               " with wire version ", p.preamble.wireVersion, ", but the rendezvous root runs vigil ",
+               versionText(VIGIL_VERSION_CODE), " with wire version ", kWireVersion,
+               first_ ? cat(" like ", first_->where()) : std::string()));
+      // Tell this rank too, in the reply format every version understands.
+      sendMessage(p.fd.get(), verdict_->encode(), Deadline::afterMs(2000));
+      return false;
     }
     try {
       arrive(p, Hello::decode(p.payload));

@@ -9,6 +9,11 @@
 #include "core/log.hpp"
 
 namespace vigil {
+namespace {
+
+constexpr int kRootCauseWaitMs = 500;
+
+}  // namespace
 
 FrameHeader Communicator::headerFor(const OpDesc& op, int64_t seq) const {
   FrameHeader h;
@@ -151,6 +156,20 @@ uint8_t* Communicator::scratch(size_t bytes) {
 }
 
 std::vector<int> Communicator::gonePeersByCause(int64_t seq) const {
+  std::vector<int> out = collectGonePeers(seq);
+  if (!out.empty()) {
+    PeerState first = control_.peer(out.front());
+    if (first.status == PeerState::Status::Left && !first.byeCause.empty()) {
+      // Only ranks that left because of someone else are known yet: the
+      // news of that someone is on its way (it was sent first). Wait for it
+      // briefly, so the report names the root cause, not a bystander.
+      if (control_.waitRootCause(Deadline::afterMs(kRootCauseWaitMs))) out = collectGonePeers(seq);
+    }
+  }
+  return out;
+}
+
+std::vector<int> Communicator::collectGonePeers(int64_t seq) const {
   std::vector<int> out;
   std::vector<int> cascade;  // they left because of someone else: blame them last
   for (int p : control_.peersNotAlive()) {  // earliest first

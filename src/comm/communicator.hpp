@@ -80,6 +80,7 @@ class Communicator : private algo::StepRunner, private LivenessWatch {
   // Peers that are gone and have not completed `seq` (-1: any), root causes
   // first: a peer that left because another failed comes last.
   std::vector<int> gonePeersByCause(int64_t seq) const;
+  std::vector<int> collectGonePeers(int64_t seq) const;
   void checkPeersBeforeStart(std::span<const int> peers, int64_t seq);
   [[noreturn]] void failOp(const ExchangeFault& fault);
   Error describePeerGone(int peer, const PeerState& state) const;

@@ -155,7 +155,13 @@ void Communicator::failOp(const ExchangeFault& f) {
     case Kind::PeerClosed: {
       // The data socket closed first; the control plane knows why (goodbye or not).
       PeerState s = control_.waitVerdict(f.peer, Deadline::afterMs(kVerdictWaitMs));
-      Error e = describePeerGone(f.peer, s);
+      int blamed = f.peer;
+      if (s.status == PeerState::Status::Left && !s.byeCause.empty()) {
+        // It left because another rank failed: name that one if we know it.
+        std::vector<int> gone = gonePeersByCause(seq);
+        if (!gone.empty()) blamed = gone.front();
+      }
+      Error e = describePeerGone(blamed, blamed == f.peer ? s : control_.peer(blamed));
       poisonWith(e, false);
       throw e;
     }

@@ -289,6 +289,17 @@ PeerState ControlPlane::waitVerdict(int rank, Deadline deadline) const {
   return peers_[static_cast<size_t>(rank)];
 }
 
+bool ControlPlane::waitRootCause(Deadline deadline) const {
+  std::unique_lock lock(mutex_);
+  return changed_.wait_until(lock, deadline.at(), [&] {
+    for (const PeerState& s : peers_) {
+      if (s.status == PeerState::Status::Alive) continue;
+      if (s.status != PeerState::Status::Left || s.byeCause.empty()) return true;
+    }
+    return false;
+  });
+}
+
 std::optional<std::pair<int, PeerState>> ControlPlane::firstFailure() const {
   std::lock_guard lock(mutex_);
   if (!firstFailed_) return std::nullopt;

@@ -70,6 +70,9 @@ class ControlPlane {
   PeerState peer(int rank) const;
   // Waits until the control plane has a verdict on `rank` (not Alive).
   PeerState waitVerdict(int rank, Deadline deadline) const;
+  // Waits until some peer is gone for a reason of its own (died, failed, or
+  // left without quoting another rank's failure). Returns whether one is.
+  bool waitRootCause(Deadline deadline) const;
   // The first failure notice received from any peer, with its sender.
   std::optional<std::pair<int, PeerState>> firstFailure() const;
   // Peers that are no longer alive, the earliest to go first (the likely root cause).

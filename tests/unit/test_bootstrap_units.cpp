@@ -61,11 +61,20 @@ TEST(RootInfo, BadTextIsRefusedWithAnId) {
 
 TEST(PortRange, TakesTheNextFreePortAndNamesTheRangeWhenFull) {
   SocketAddress lo = resolveAddress("127.0.0.1", 0);
-  // Find three consecutive free ports, then hold them all.
-  Listener first = listenInRange(lo, {}, "probe");
-  uint16_t base = first.address.port();
-  first.fd.reset();
-  if (base > 65000) base = 40000;
+  // Three consecutive free ports below the ephemeral range (where the
+  // kernel picks ports for outgoing connections of tests running alongside).
+  uint16_t base = 0;
+  for (uint16_t candidate = 10000; candidate < 20000 && base == 0; candidate += 7) {
+    try {
+      listenInRange(lo, {candidate, static_cast<uint16_t>(candidate + 2)}, "probe");
+      Listener a = listenInRange(lo, {candidate, candidate}, "probe");
+      Listener b = listenInRange(lo, {static_cast<uint16_t>(candidate + 1), static_cast<uint16_t>(candidate + 1)}, "probe");
+      Listener c = listenInRange(lo, {static_cast<uint16_t>(candidate + 2), static_cast<uint16_t>(candidate + 2)}, "probe");
+      base = candidate;
+    } catch (const Error&) {
+    }
+  }
+  ASSERT_NE(base, 0) << "no three consecutive free ports in 10000-20000";
   std::vector<Listener> held;
   PortRange range{base, static_cast<uint16_t>(base + 2)};
   for (int i = 0; i < 3; ++i) {
