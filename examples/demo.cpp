@@ -11,14 +11,13 @@
 #include <cstdlib>
 #include <vector>
 
-#define CHECK(call)                                                                       \
-  do {                                                                                    \
-    vigilResult_t rc_ = (call);                                                           \
-    if (rc_ != vigilSuccess) {                                                            \
-      std::fprintf(stderr, "%s failed: %s\n  %s\n", #call, vigilGetErrorString(rc_),      \
-                   vigilGetLastError(comm));                                              \
-      return 1;                                                                           \
-    }                                                                                     \
+#define CHECK(call)                                                                                            \
+  do {                                                                                                         \
+    vigilResult_t rc_ = (call);                                                                                \
+    if (rc_ != vigilSuccess) {                                                                                 \
+      std::fprintf(stderr, "%s failed: %s\n  %s\n", #call, vigilGetErrorString(rc_), vigilGetLastError(comm)); \
+      return 1;                                                                                                \
+    }                                                                                                          \
   } while (0)
 
 int main() {

@@ -8,8 +8,6 @@
 // All ranks share one new process group: one killpg() also reaches their helpers
 // (`sh -c` children), and a terminal Ctrl-C reaches the ranks once, through our forwarding.
 
-#include <vigil/vigil.h>
-
 #include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
@@ -17,6 +15,7 @@
 #include <sys/resource.h>
 #include <sys/wait.h>
 #include <unistd.h>
+#include <vigil/vigil.h>
 
 #include <algorithm>
 #include <cerrno>
@@ -42,7 +41,7 @@ constexpr int kMaxRanks = 4096;
 constexpr int kExitUsage = 2;
 constexpr int kExitTimeout = 124;
 constexpr int kExitExecFailed = 127;
-constexpr size_t kMaxLine = 64 * 1024;  // longer lines are cut: bounded memory per rank
+constexpr size_t kMaxLine = 64 * 1024;                  // longer lines are cut: bounded memory per rank
 constexpr auto kDrainWindow = std::chrono::seconds(1);  // for pipes held by leftover helpers
 
 constexpr const char* kUsage =
@@ -88,13 +87,11 @@ struct Options {
 }
 
 // The whole text must be a number in [lo, hi]; `expected` tells the user what was wanted.
-double parseNumber(const std::string& opt, const char* text, double lo, double hi,
-                   bool integer, const char* expected) {
+double parseNumber(const std::string& opt, const char* text, double lo, double hi, bool integer, const char* expected) {
   char* end = nullptr;
   errno = 0;
   double v = std::strtod(text, &end);
-  if (*text == '\0' || *end != '\0' || errno != 0 || !(v >= lo && v <= hi) ||
-      (integer && v != std::floor(v)))
+  if (*text == '\0' || *end != '\0' || errno != 0 || !(v >= lo && v <= hi) || (integer && v != std::floor(v)))
     usageError("bad value for " + opt + ": '" + text + "' (expected " + expected + ")");
   return v;
 }
@@ -118,14 +115,20 @@ Options parseArgs(int argc, char** argv) {
     // Long options also take their value as --np=4.
     std::string name(a.starts_with("--") ? a.substr(0, a.find('=')) : a);
     const char* value = nullptr;
-    if (name.size() < a.size()) value = argv[i] + name.size() + 1;
-    else if (i + 1 < argc) value = argv[++i];
-    else usageError("option " + name + " needs a value");
+    if (name.size() < a.size())
+      value = argv[i] + name.size() + 1;
+    else if (i + 1 < argc)
+      value = argv[++i];
+    else
+      usageError("option " + name + " needs a value");
     if (name == "-n" || name == "--np")
       o.nranks = static_cast<int>(parseNumber(name, value, 1, kMaxRanks, true, kCount));
-    else if (name == "--timeout") o.timeoutS = parseNumber(name, value, 1e-3, 1e9, false, kSecs);
-    else if (name == "--grace") o.graceS = parseNumber(name, value, 0, 1e9, false, kSecs);
-    else usageError("unknown option '" + std::string(a) + "'");
+    else if (name == "--timeout")
+      o.timeoutS = parseNumber(name, value, 1e-3, 1e9, false, kSecs);
+    else if (name == "--grace")
+      o.graceS = parseNumber(name, value, 0, 1e9, false, kSecs);
+    else
+      usageError("unknown option '" + std::string(a) + "'");
   }
   if (o.nranks == 0) usageError("missing -n N (number of ranks)");
   if (i >= argc) usageError("no program given");
@@ -173,13 +176,12 @@ class SignalPipe {
   int fd() const { return read_.get(); }
   // Async-signal-safe: the forked child calls it too, so ranks start with our dispositions.
   void restore() const {
-    for (size_t i = 0; ok() && i < std::size(kSignals); ++i)
-      sigaction(kSignals[i], &old_[i], nullptr);
+    for (size_t i = 0; ok() && i < std::size(kSignals); ++i) sigaction(kSignals[i], &old_[i], nullptr);
   }
 
  private:
   Fd read_, write_;
-  struct sigaction old_[std::size(kSignals)] {};
+  struct sigaction old_[std::size(kSignals)]{};
 };
 
 // Writes all of `s`. False: our stdout/stderr is gone (e.g. `vigil-run ... | head`).
@@ -187,9 +189,12 @@ bool writeAll(int fd, std::string_view s) {
   while (!s.empty()) {
     ssize_t n = ::write(fd, s.data(), s.size());
     pollfd p{fd, POLLOUT, 0};
-    if (n > 0) s.remove_prefix(static_cast<size_t>(n));
-    else if (n < 0 && errno == EAGAIN) ::poll(&p, 1, -1);  // our stdout may be non-blocking
-    else if (n < 0 && errno != EINTR) return false;
+    if (n > 0)
+      s.remove_prefix(static_cast<size_t>(n));
+    else if (n < 0 && errno == EAGAIN)
+      ::poll(&p, 1, -1);  // our stdout may be non-blocking
+    else if (n < 0 && errno != EINTR)
+      return false;
   }
   return true;
 }
@@ -238,9 +243,11 @@ struct Stream {
 // Environment of one rank: ours, minus stale launch variables, plus the rank's own.
 std::vector<std::string> rankEnv(const std::string& rootHex, int rank, int n) {
   const std::string r = std::to_string(rank), size = std::to_string(n);
-  const std::pair<std::string_view, std::string_view> ours[] = {
-      {"VIGIL_ROOT_INFO=", rootHex}, {"VIGIL_RANK=", r},       {"VIGIL_WORLD_SIZE=", size},
-      {"VIGIL_LOCAL_RANK=", r},      {"VIGIL_LOCAL_SIZE=", size}};
+  const std::pair<std::string_view, std::string_view> ours[] = {{"VIGIL_ROOT_INFO=", rootHex},
+                                                                {"VIGIL_RANK=", r},
+                                                                {"VIGIL_WORLD_SIZE=", size},
+                                                                {"VIGIL_LOCAL_RANK=", r},
+                                                                {"VIGIL_LOCAL_SIZE=", size}};
   std::vector<std::string> env;
   for (char** e = environ; *e != nullptr; ++e)
     if (std::none_of(std::begin(ours), std::end(ours),
@@ -309,8 +316,7 @@ class Launcher {
 
   bool spawn(int rank, int devNull, const sigset_t& mask) {
     Fd outR, outW, errR, errW;
-    if (!makePipe(outR, outW) || !makePipe(errR, errW))
-      return report("cannot create a pipe (see ulimit -n)", errno);
+    if (!makePipe(outR, outW) || !makePipe(errR, errW)) return report("cannot create a pipe (see ulimit -n)", errno);
     std::vector<std::string> env = rankEnv(rootHex_, rank, opt_.nranks);
     std::vector<char*> envp;
     for (auto& e : env) envp.push_back(e.data());
@@ -339,11 +345,10 @@ class Launcher {
   }
 
   // Between fork and exec only async-signal-safe calls: another thread may hold a lock.
-  [[noreturn]] void runChild(pid_t parent, const int (&stdio)[3], char** envp,
-                             const sigset_t& mask) const {
+  [[noreturn]] void runChild(pid_t parent, const int (&stdio)[3], char** envp, const sigset_t& mask) const {
     ::setpgid(0, pgid_);
-    ::prctl(PR_SET_PDEATHSIG, SIGKILL);   // a SIGKILLed launcher takes its ranks along,
-    if (::getppid() != parent) _exit(1);  // also when it died before the line above
+    ::prctl(PR_SET_PDEATHSIG, SIGKILL);                    // a SIGKILLed launcher takes its ranks along,
+    if (::getppid() != parent) _exit(1);                   // also when it died before the line above
     for (int fd = 0; fd < 3; ++fd) ::dup2(stdio[fd], fd);  // dup2 clears O_CLOEXEC
     signals_.restore();
     ::sigprocmask(SIG_SETMASK, &mask, nullptr);
@@ -362,8 +367,9 @@ class Launcher {
     auto open = [](const Stream& s) { return s.fd.open(); };
     if (std::none_of(streams_.begin(), streams_.end(), open)) return true;
     if (Clock::now() < drainUntil_) return false;
-    std::fprintf(stderr, "vigil-run: output pipes still open after all ranks exited "
-                         "(background processes?); not waiting for them\n");
+    std::fprintf(stderr,
+                 "vigil-run: output pipes still open after all ranks exited "
+                 "(background processes?); not waiting for them\n");
     return true;
   }
 
@@ -400,16 +406,18 @@ class Launcher {
     bool child = false;
     for (ssize_t n; (n = ::read(signals_.fd(), buf, sizeof buf)) > 0;) {
       for (ssize_t i = 0; i < n; ++i) {
-        if (buf[i] == SIGCHLD) child = true;
-        else forward(buf[i]);
+        if (buf[i] == SIGCHLD)
+          child = true;
+        else
+          forward(buf[i]);
       }
     }
     if (child) reap();
   }
 
   void forward(int sig) {
-    std::fprintf(stderr, "vigil-run: received %s; forwarding it to %d running rank(s)\n",
-                 signalText(sig).c_str(), running_);
+    std::fprintf(stderr, "vigil-run: received %s; forwarding it to %d running rank(s)\n", signalText(sig).c_str(),
+                 running_);
     interruptSig_ = sig;
     signalGroup(sig);
     if (!killAt_) killAt_ = Clock::now() + seconds(opt_.graceS);  // SIGKILL if it is ignored
@@ -438,11 +446,12 @@ class Launcher {
     }
     exitCode_ = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
     std::string msg = "vigil-run: rank " + std::to_string(rank);
-    if (WIFEXITED(status)) msg += " exited with code " + std::to_string(WEXITSTATUS(status));
-    else msg += " killed by signal " + signalText(WTERMSIG(status));
+    if (WIFEXITED(status))
+      msg += " exited with code " + std::to_string(WEXITSTATUS(status));
+    else
+      msg += " killed by signal " + signalText(WTERMSIG(status));
     if (WCOREDUMP(status)) msg += " (core dumped)";
-    if (!killAt_ && running_ > 0)
-      msg += "; stopping the other " + std::to_string(running_) + " rank(s)";
+    if (!killAt_ && running_ > 0) msg += "; stopping the other " + std::to_string(running_) + " rank(s)";
     writeAll(2, msg + "\n");
     beginStop(SIGTERM);
   }
@@ -461,18 +470,19 @@ class Launcher {
 
   void handleTimers() {
     auto now = Clock::now();
-    if (opt_.timeoutS > 0 && !killAt_ && running_ > 0 &&
-        now >= startedAt_ + seconds(opt_.timeoutS)) {
-      std::fprintf(stderr, "vigil-run: timeout after %g s; ranks still running: %s\n",
-                   opt_.timeoutS, runningList().c_str());
+    if (opt_.timeoutS > 0 && !killAt_ && running_ > 0 && now >= startedAt_ + seconds(opt_.timeoutS)) {
+      std::fprintf(stderr, "vigil-run: timeout after %g s; ranks still running: %s\n", opt_.timeoutS,
+                   runningList().c_str());
       exitCode_ = exitCode_.value_or(kExitTimeout);
       beginStop(SIGTERM);
     }
     if (!killAt_ || killed_ || now < *killAt_) return;
     killed_ = true;
     if (running_ > 0)
-      std::fprintf(stderr, "vigil-run: %d rank(s) still running after %g s of grace; "
-                           "sending SIGKILL\n", running_, opt_.graceS);
+      std::fprintf(stderr,
+                   "vigil-run: %d rank(s) still running after %g s of grace; "
+                   "sending SIGKILL\n",
+                   running_, opt_.graceS);
     signalGroup(SIGKILL);  // also any helper processes of the ranks
     for (pid_t pid : pids_)
       if (pid != 0) ::kill(pid, SIGKILL);  // in case a rank left our process group
@@ -518,8 +528,7 @@ int main(int argc, char** argv) {
   ::setenv("VIGIL_SOCKET_IFNAME", "lo", /*overwrite=*/0);
   vigilRootInfo info{};
   char hex[2 * VIGIL_ROOT_INFO_BYTES + 1] = {};
-  if (vigilGetRootInfo(&info) != vigilSuccess ||
-      vigilRootInfoToString(&info, hex, sizeof hex) != vigilSuccess) {
+  if (vigilGetRootInfo(&info) != vigilSuccess || vigilRootInfoToString(&info, hex, sizeof hex) != vigilSuccess) {
     std::fprintf(stderr, "vigil-run: %s\n", vigilGetLastError(nullptr));
     return 1;
   }

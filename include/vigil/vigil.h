@@ -54,10 +54,10 @@ typedef enum VIGIL_ENUM_INT {
   vigilInternalError = 4,
   vigilRemoteError = 5, /* a peer died, left, or reported an error */
   vigilTimeout = 6,
-  vigilMismatch = 7, /* ranks disagree: collective fingerprint, world size,
-                        version, config */
-  vigilAborted = 8,  /* the communicator was aborted (by the user or watchdog) */
-  vigilInProgress = 9,  /* query: not finished yet */
+  vigilMismatch = 7,     /* ranks disagree: collective fingerprint, world size,
+                            version, config */
+  vigilAborted = 8,      /* the communicator was aborted (by the user or watchdog) */
+  vigilInProgress = 9,   /* query: not finished yet */
   vigilNumericError = 10 /* NaN/Inf found by the NaN check */
 } vigilResult_t;
 
@@ -94,8 +94,7 @@ VIGIL_API vigilResult_t vigilRootInfoToString(const vigilRootInfo* info, char* o
                                               size_t outBytes); /* hex; needs >= 2*128+1 */
 VIGIL_API vigilResult_t vigilRootInfoFromString(const char* text, vigilRootInfo* info);
 
-VIGIL_API vigilResult_t vigilCommInitRootInfo(int nranks, const vigilRootInfo* info, int rank,
-                                              vigilComm_t* comm);
+VIGIL_API vigilResult_t vigilCommInitRootInfo(int nranks, const vigilRootInfo* info, int rank, vigilComm_t* comm);
 
 typedef struct {
   size_t size;          /* sizeof(vigilConfig), set by VIGIL_CONFIG_INIT */
@@ -106,7 +105,8 @@ typedef struct {
   int bufferGuard;      /* -1 = env VIGIL_BUFFER_GUARD (default 0) */
   const char* commName; /* NULL = generated; shows in logs and errors */
 } vigilConfig;
-#define VIGIL_CONFIG_INIT {sizeof(vigilConfig), -1, -1, -1, -1, -1, NULL}
+#define VIGIL_CONFIG_INIT \
+  { sizeof(vigilConfig), -1, -1, -1, -1, -1, NULL }
 VIGIL_API vigilResult_t vigilCommInitRootInfoConfig(int nranks, const vigilRootInfo* info, int rank,
                                                     const vigilConfig* config, vigilComm_t* comm);
 
@@ -148,40 +148,31 @@ VIGIL_API vigilResult_t vigilEventDestroy(vigilEvent_t event);
    sendbuff == recvbuff + rank*sendcount; ReduceScatter with
    recvbuff == sendbuff + rank*recvcount). */
 
-VIGIL_API vigilResult_t vigilAllReduce(const void* sendbuff, void* recvbuff, size_t count,
-                                       vigilDataType_t datatype, vigilRedOp_t op, vigilComm_t comm,
-                                       vigilStream_t stream);
-VIGIL_API vigilResult_t vigilBroadcast(const void* sendbuff, void* recvbuff, size_t count,
-                                       vigilDataType_t datatype, int root, vigilComm_t comm,
-                                       vigilStream_t stream);
-VIGIL_API vigilResult_t vigilReduce(const void* sendbuff, void* recvbuff, size_t count,
-                                    vigilDataType_t datatype, vigilRedOp_t op, int root,
-                                    vigilComm_t comm, vigilStream_t stream);
-VIGIL_API vigilResult_t vigilAllGather(const void* sendbuff, void* recvbuff, size_t sendcount,
-                                       vigilDataType_t datatype, vigilComm_t comm,
-                                       vigilStream_t stream);
+VIGIL_API vigilResult_t vigilAllReduce(const void* sendbuff, void* recvbuff, size_t count, vigilDataType_t datatype,
+                                       vigilRedOp_t op, vigilComm_t comm, vigilStream_t stream);
+VIGIL_API vigilResult_t vigilBroadcast(const void* sendbuff, void* recvbuff, size_t count, vigilDataType_t datatype,
+                                       int root, vigilComm_t comm, vigilStream_t stream);
+VIGIL_API vigilResult_t vigilReduce(const void* sendbuff, void* recvbuff, size_t count, vigilDataType_t datatype,
+                                    vigilRedOp_t op, int root, vigilComm_t comm, vigilStream_t stream);
+VIGIL_API vigilResult_t vigilAllGather(const void* sendbuff, void* recvbuff, size_t sendcount, vigilDataType_t datatype,
+                                       vigilComm_t comm, vigilStream_t stream);
 VIGIL_API vigilResult_t vigilReduceScatter(const void* sendbuff, void* recvbuff, size_t recvcount,
-                                           vigilDataType_t datatype, vigilRedOp_t op,
-                                           vigilComm_t comm, vigilStream_t stream);
+                                           vigilDataType_t datatype, vigilRedOp_t op, vigilComm_t comm,
+                                           vigilStream_t stream);
 VIGIL_API vigilResult_t vigilAllToAll(const void* sendbuff, void* recvbuff, size_t count /* per peer */,
-                                      vigilDataType_t datatype, vigilComm_t comm,
-                                      vigilStream_t stream);
-VIGIL_API vigilResult_t vigilAllToAllV(const void* sendbuff, const size_t* sendcounts,
-                                       const size_t* sdispls, void* recvbuff,
-                                       const size_t* recvcounts, const size_t* rdispls,
-                                       vigilDataType_t datatype, vigilComm_t comm,
-                                       vigilStream_t stream);
-VIGIL_API vigilResult_t vigilGather(const void* sendbuff, void* recvbuff, size_t sendcount,
-                                    vigilDataType_t datatype, int root, vigilComm_t comm,
-                                    vigilStream_t stream);
-VIGIL_API vigilResult_t vigilScatter(const void* sendbuff, void* recvbuff, size_t recvcount,
-                                     vigilDataType_t datatype, int root, vigilComm_t comm,
-                                     vigilStream_t stream);
+                                      vigilDataType_t datatype, vigilComm_t comm, vigilStream_t stream);
+VIGIL_API vigilResult_t vigilAllToAllV(const void* sendbuff, const size_t* sendcounts, const size_t* sdispls,
+                                       void* recvbuff, const size_t* recvcounts, const size_t* rdispls,
+                                       vigilDataType_t datatype, vigilComm_t comm, vigilStream_t stream);
+VIGIL_API vigilResult_t vigilGather(const void* sendbuff, void* recvbuff, size_t sendcount, vigilDataType_t datatype,
+                                    int root, vigilComm_t comm, vigilStream_t stream);
+VIGIL_API vigilResult_t vigilScatter(const void* sendbuff, void* recvbuff, size_t recvcount, vigilDataType_t datatype,
+                                     int root, vigilComm_t comm, vigilStream_t stream);
 VIGIL_API vigilResult_t vigilBarrier(vigilComm_t comm, vigilStream_t stream);
-VIGIL_API vigilResult_t vigilSend(const void* sendbuff, size_t count, vigilDataType_t datatype,
-                                  int peer, vigilComm_t comm, vigilStream_t stream);
-VIGIL_API vigilResult_t vigilRecv(void* recvbuff, size_t count, vigilDataType_t datatype, int peer,
+VIGIL_API vigilResult_t vigilSend(const void* sendbuff, size_t count, vigilDataType_t datatype, int peer,
                                   vigilComm_t comm, vigilStream_t stream);
+VIGIL_API vigilResult_t vigilRecv(void* recvbuff, size_t count, vigilDataType_t datatype, int peer, vigilComm_t comm,
+                                  vigilStream_t stream);
 /* Everything between GroupStart and GroupEnd on this thread is issued as one
    batch (batch_isend_irecv); every buffer in it stays held until the batch completes. */
 VIGIL_API vigilResult_t vigilGroupStart(void);
@@ -206,29 +197,27 @@ typedef struct {
 
 typedef struct { /* inputs */
   const void* x;
-  vigilDataType_t xType;            /* [BS,H] float32/float16/bfloat16 */
-  int64_t bs;                       /* tokens on this rank */
-  const int32_t* expertIds;         /* [BS,K], -1 = unused slot */
-  const float* expertScales;        /* [BS,K] or NULL */
+  vigilDataType_t xType;     /* [BS,H] float32/float16/bfloat16 */
+  int64_t bs;                /* tokens on this rank */
+  const int32_t* expertIds;  /* [BS,K], -1 = unused slot */
+  const float* expertScales; /* [BS,K] or NULL */
   const uint8_t* activeMask;
-  int activeMaskDims;               /* NULL, [BS] (1) or [BS,K] (2) */
-  const float* smoothScales;        /* [Sh+E,H] or NULL (quantMode 2 only) */
+  int activeMaskDims;        /* NULL, [BS] (1) or [BS,K] (2) */
+  const float* smoothScales; /* [Sh+E,H] or NULL (quantMode 2 only) */
   /* outputs */
   void* expandX;
-  int64_t expandXRows;              /* [A,H] in xType, or int8 when quantised */
-  float* dynamicScales;             /* [A] when quantised, else NULL */
-  float* expandScales;              /* [A] or NULL */
-  int64_t* expertTokenNums;         /* [L] */
-  int32_t* epRecvCounts;            /* [W*L] */
-  int64_t* recvRows;                /* out: rows written to expandX */
+  int64_t expandXRows;      /* [A,H] in xType, or int8 when quantised */
+  float* dynamicScales;     /* [A] when quantised, else NULL */
+  float* expandScales;      /* [A] or NULL */
+  int64_t* expertTokenNums; /* [L] */
+  int32_t* epRecvCounts;    /* [W*L] */
+  int64_t* recvRows;        /* out: rows written to expandX */
 } vigilMoeDispatchArgs;
 
-VIGIL_API vigilResult_t vigilMoeDispatchGetWorkspaceSize(const vigilMoeConfig* cfg,
-                                                         const vigilMoeDispatchArgs* args,
+VIGIL_API vigilResult_t vigilMoeDispatchGetWorkspaceSize(const vigilMoeConfig* cfg, const vigilMoeDispatchArgs* args,
                                                          vigilComm_t comm, size_t* workspaceBytes);
-VIGIL_API vigilResult_t vigilMoeDispatch(const vigilMoeConfig* cfg, const vigilMoeDispatchArgs* args,
-                                         void* workspace, size_t workspaceBytes,
-                                         vigilMoeHandle_t* handle, vigilComm_t comm,
+VIGIL_API vigilResult_t vigilMoeDispatch(const vigilMoeConfig* cfg, const vigilMoeDispatchArgs* args, void* workspace,
+                                         size_t workspaceBytes, vigilMoeHandle_t* handle, vigilComm_t comm,
                                          vigilStream_t stream);
 
 typedef struct {
@@ -239,13 +228,11 @@ typedef struct {
   void* out;                 /* [BS,H] */
 } vigilMoeCombineArgs;
 
-VIGIL_API vigilResult_t vigilMoeCombineGetWorkspaceSize(const vigilMoeConfig* cfg,
-                                                        vigilMoeHandle_t handle, vigilComm_t comm,
-                                                        size_t* workspaceBytes);
+VIGIL_API vigilResult_t vigilMoeCombineGetWorkspaceSize(const vigilMoeConfig* cfg, vigilMoeHandle_t handle,
+                                                        vigilComm_t comm, size_t* workspaceBytes);
 VIGIL_API vigilResult_t vigilMoeCombine(const vigilMoeConfig* cfg, vigilMoeHandle_t handle,
-                                        const vigilMoeCombineArgs* args, void* workspace,
-                                        size_t workspaceBytes, vigilComm_t comm,
-                                        vigilStream_t stream);
+                                        const vigilMoeCombineArgs* args, void* workspace, size_t workspaceBytes,
+                                        vigilComm_t comm, vigilStream_t stream);
 VIGIL_API vigilResult_t vigilMoeHandleDestroy(vigilMoeHandle_t handle);
 VIGIL_API int64_t vigilMoeRequiredRows(const vigilMoeConfig* cfg, int rank); /* capacity A for expandX */
 

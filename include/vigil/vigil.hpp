@@ -39,14 +39,38 @@ inline void check(vigilResult_t result, vigilComm_t comm = nullptr) {
 // The vigil data type of a C++ element type.
 template <class T>
 struct DataType;
-template <> struct DataType<int8_t> { static constexpr vigilDataType_t value = vigilInt8; };
-template <> struct DataType<uint8_t> { static constexpr vigilDataType_t value = vigilUint8; };
-template <> struct DataType<int32_t> { static constexpr vigilDataType_t value = vigilInt32; };
-template <> struct DataType<uint32_t> { static constexpr vigilDataType_t value = vigilUint32; };
-template <> struct DataType<int64_t> { static constexpr vigilDataType_t value = vigilInt64; };
-template <> struct DataType<uint64_t> { static constexpr vigilDataType_t value = vigilUint64; };
-template <> struct DataType<float> { static constexpr vigilDataType_t value = vigilFloat32; };
-template <> struct DataType<double> { static constexpr vigilDataType_t value = vigilFloat64; };
+template <>
+struct DataType<int8_t> {
+  static constexpr vigilDataType_t value = vigilInt8;
+};
+template <>
+struct DataType<uint8_t> {
+  static constexpr vigilDataType_t value = vigilUint8;
+};
+template <>
+struct DataType<int32_t> {
+  static constexpr vigilDataType_t value = vigilInt32;
+};
+template <>
+struct DataType<uint32_t> {
+  static constexpr vigilDataType_t value = vigilUint32;
+};
+template <>
+struct DataType<int64_t> {
+  static constexpr vigilDataType_t value = vigilInt64;
+};
+template <>
+struct DataType<uint64_t> {
+  static constexpr vigilDataType_t value = vigilUint64;
+};
+template <>
+struct DataType<float> {
+  static constexpr vigilDataType_t value = vigilFloat32;
+};
+template <>
+struct DataType<double> {
+  static constexpr vigilDataType_t value = vigilFloat64;
+};
 
 class RootInfo {
  public:

@@ -37,24 +37,22 @@ struct Blocks {
   size_t size(int i) const { return begin(i + 1) - begin(i); }
 };
 
-inline int mod(int a, int n) { return ((a % n) + n) % n; }
+inline int mod(int a, int n) {
+  return ((a % n) + n) % n;
+}
 
-void allReduceRing(StepRunner& r, const void* send, void* recv, size_t count, vigilDataType_t dtype,
-                   vigilRedOp_t op);
-void broadcastBinomial(StepRunner& r, const void* send, void* recv, size_t count, vigilDataType_t dtype,
-                       int root);
-void reduceBinomial(StepRunner& r, const void* send, void* recv, size_t count, vigilDataType_t dtype,
-                    vigilRedOp_t op, int root);
+void allReduceRing(StepRunner& r, const void* send, void* recv, size_t count, vigilDataType_t dtype, vigilRedOp_t op);
+void broadcastBinomial(StepRunner& r, const void* send, void* recv, size_t count, vigilDataType_t dtype, int root);
+void reduceBinomial(StepRunner& r, const void* send, void* recv, size_t count, vigilDataType_t dtype, vigilRedOp_t op,
+                    int root);
 void allGatherRing(StepRunner& r, const void* send, void* recv, size_t sendcount, vigilDataType_t dtype);
 void reduceScatterRing(StepRunner& r, const void* send, void* recv, size_t recvcount, vigilDataType_t dtype,
                        vigilRedOp_t op);
 // AllToAll is AllToAllV with equal counts; counts and displacements in elements.
-void allToAllVDirect(StepRunner& r, const void* send, const size_t* sendcounts, const size_t* sdispls,
-                     void* recv, const size_t* recvcounts, const size_t* rdispls, vigilDataType_t dtype);
-void gatherDirect(StepRunner& r, const void* send, void* recv, size_t sendcount, vigilDataType_t dtype,
-                  int root);
-void scatterDirect(StepRunner& r, const void* send, void* recv, size_t recvcount, vigilDataType_t dtype,
-                   int root);
+void allToAllVDirect(StepRunner& r, const void* send, const size_t* sendcounts, const size_t* sdispls, void* recv,
+                     const size_t* recvcounts, const size_t* rdispls, vigilDataType_t dtype);
+void gatherDirect(StepRunner& r, const void* send, void* recv, size_t sendcount, vigilDataType_t dtype, int root);
+void scatterDirect(StepRunner& r, const void* send, void* recv, size_t recvcount, vigilDataType_t dtype, int root);
 void barrierDissemination(StepRunner& r);
 
 }  // namespace vigil::algo

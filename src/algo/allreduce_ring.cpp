@@ -15,8 +15,7 @@
 
 namespace vigil::algo {
 
-void allReduceRing(StepRunner& r, const void* send, void* recv, size_t count, vigilDataType_t dtype,
-                   vigilRedOp_t op) {
+void allReduceRing(StepRunner& r, const void* send, void* recv, size_t count, vigilDataType_t dtype, vigilRedOp_t op) {
   const size_t elem = dtypeSize(dtype);
   auto* out = static_cast<uint8_t*>(recv);
   if (send != recv && count > 0) std::memcpy(out, send, count * elem);
@@ -31,9 +30,8 @@ void allReduceRing(StepRunner& r, const void* send, void* recv, size_t count, vi
 
   for (int s = 0; s < n - 1; ++s) {
     const int sendBlock = mod(me - s, n), recvBlock = mod(me - s - 1, n);
-    const Transfer step[] = {
-        Transfer::send(right, out + blocks.begin(sendBlock) * elem, blocks.size(sendBlock) * elem),
-        Transfer::recv(left, incoming, blocks.size(recvBlock) * elem)};
+    const Transfer step[] = {Transfer::send(right, out + blocks.begin(sendBlock) * elem, blocks.size(sendBlock) * elem),
+                             Transfer::recv(left, incoming, blocks.size(recvBlock) * elem)};
     r.exchange(step);
     reduce::reduceInPlace(out + blocks.begin(recvBlock) * elem, incoming, blocks.size(recvBlock), dtype, op);
   }
@@ -42,9 +40,8 @@ void allReduceRing(StepRunner& r, const void* send, void* recv, size_t count, vi
 
   for (int s = 0; s < n - 1; ++s) {
     const int sendBlock = mod(me + 1 - s, n), recvBlock = mod(me - s, n);
-    const Transfer step[] = {
-        Transfer::send(right, out + blocks.begin(sendBlock) * elem, blocks.size(sendBlock) * elem),
-        Transfer::recv(left, out + blocks.begin(recvBlock) * elem, blocks.size(recvBlock) * elem)};
+    const Transfer step[] = {Transfer::send(right, out + blocks.begin(sendBlock) * elem, blocks.size(sendBlock) * elem),
+                             Transfer::recv(left, out + blocks.begin(recvBlock) * elem, blocks.size(recvBlock) * elem)};
     r.exchange(step);
   }
 }

@@ -12,8 +12,8 @@
 
 namespace vigil::algo {
 
-void allToAllVDirect(StepRunner& r, const void* send, const size_t* sendcounts, const size_t* sdispls,
-                     void* recv, const size_t* recvcounts, const size_t* rdispls, vigilDataType_t dtype) {
+void allToAllVDirect(StepRunner& r, const void* send, const size_t* sendcounts, const size_t* sdispls, void* recv,
+                     const size_t* recvcounts, const size_t* rdispls, vigilDataType_t dtype) {
   const size_t elem = dtypeSize(dtype);
   const int n = r.nranks(), me = r.rank();
   const auto* in = static_cast<const uint8_t*>(send);

@@ -11,8 +11,7 @@
 
 namespace vigil::algo {
 
-void broadcastBinomial(StepRunner& r, const void* send, void* recv, size_t count, vigilDataType_t dtype,
-                       int root) {
+void broadcastBinomial(StepRunner& r, const void* send, void* recv, size_t count, vigilDataType_t dtype, int root) {
   const size_t bytes = count * dtypeSize(dtype);
   const int n = r.nranks(), me = r.rank();
   if (me == root && send != recv && bytes > 0) std::memcpy(recv, send, bytes);

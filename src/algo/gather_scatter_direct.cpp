@@ -9,8 +9,7 @@
 
 namespace vigil::algo {
 
-void gatherDirect(StepRunner& r, const void* send, void* recv, size_t sendcount, vigilDataType_t dtype,
-                  int root) {
+void gatherDirect(StepRunner& r, const void* send, void* recv, size_t sendcount, vigilDataType_t dtype, int root) {
   const size_t block = sendcount * dtypeSize(dtype);
   const int n = r.nranks(), me = r.rank();
   if (me != root) {
@@ -28,8 +27,7 @@ void gatherDirect(StepRunner& r, const void* send, void* recv, size_t sendcount,
   if (!step.empty()) r.exchange(step);
 }
 
-void scatterDirect(StepRunner& r, const void* send, void* recv, size_t recvcount, vigilDataType_t dtype,
-                   int root) {
+void scatterDirect(StepRunner& r, const void* send, void* recv, size_t recvcount, vigilDataType_t dtype, int root) {
   const size_t block = recvcount * dtypeSize(dtype);
   const int n = r.nranks(), me = r.rank();
   if (me != root) {

@@ -11,8 +11,8 @@
 
 namespace vigil::algo {
 
-void reduceBinomial(StepRunner& r, const void* send, void* recv, size_t count, vigilDataType_t dtype,
-                    vigilRedOp_t op, int root) {
+void reduceBinomial(StepRunner& r, const void* send, void* recv, size_t count, vigilDataType_t dtype, vigilRedOp_t op,
+                    int root) {
   const size_t bytes = count * dtypeSize(dtype);
   const int n = r.nranks(), me = r.rank();
   const int vr = mod(me - root, n);

@@ -81,7 +81,9 @@ const char* vigilGetErrorString(vigilResult_t result) {
   return "unknown result code";
 }
 
-const char* vigilGetLastError(vigilComm_t comm) { return api::lastErrorText(comm); }
+const char* vigilGetLastError(vigilComm_t comm) {
+  return api::lastErrorText(comm);
+}
 
 vigilResult_t vigilGetRootInfo(vigilRootInfo* info) {
   return api::guarded(nullptr, [&] {
@@ -111,7 +113,10 @@ vigilResult_t vigilRootInfoToString(const vigilRootInfo* info, char* out, size_t
 vigilResult_t vigilRootInfoFromString(const char* text, vigilRootInfo* info) {
   return api::guarded(nullptr, [&] {
     if (text == nullptr || info == nullptr) {
-      ErrorBuilder(Errc::ApiNullArgument).op("vigilRootInfoFromString").cause(text ? "info" : "text", " is NULL").raise();
+      ErrorBuilder(Errc::ApiNullArgument)
+          .op("vigilRootInfoFromString")
+          .cause(text ? "info" : "text", " is NULL")
+          .raise();
     }
     *info = rootInfoFromHex(text);
   });
@@ -195,23 +200,37 @@ vigilResult_t vigilStreamCreate(vigilStream_t* stream) {
   if (stream != nullptr) *stream = nullptr;
   return notSupported("vigilStreamCreate");
 }
-vigilResult_t vigilStreamDestroy(vigilStream_t) { return notSupported("vigilStreamDestroy"); }
+vigilResult_t vigilStreamDestroy(vigilStream_t) {
+  return notSupported("vigilStreamDestroy");
+}
 vigilResult_t vigilStreamSynchronize(vigilStream_t stream) {
   return stream == nullptr ? vigilSuccess : notSupported("vigilStreamSynchronize");
 }
 vigilResult_t vigilStreamQuery(vigilStream_t stream) {
   return stream == nullptr ? vigilSuccess : notSupported("vigilStreamQuery");
 }
-vigilResult_t vigilLaunchHostFunc(vigilStream_t, vigilHostFn_t, void*) { return notSupported("vigilLaunchHostFunc"); }
+vigilResult_t vigilLaunchHostFunc(vigilStream_t, vigilHostFn_t, void*) {
+  return notSupported("vigilLaunchHostFunc");
+}
 vigilResult_t vigilEventCreate(vigilEvent_t* event) {
   if (event != nullptr) *event = nullptr;
   return notSupported("vigilEventCreate");
 }
-vigilResult_t vigilEventRecord(vigilEvent_t, vigilStream_t) { return notSupported("vigilEventRecord"); }
-vigilResult_t vigilStreamWaitEvent(vigilStream_t, vigilEvent_t) { return notSupported("vigilStreamWaitEvent"); }
-vigilResult_t vigilEventSynchronize(vigilEvent_t) { return notSupported("vigilEventSynchronize"); }
-vigilResult_t vigilEventQuery(vigilEvent_t) { return notSupported("vigilEventQuery"); }
-vigilResult_t vigilEventDestroy(vigilEvent_t) { return notSupported("vigilEventDestroy"); }
+vigilResult_t vigilEventRecord(vigilEvent_t, vigilStream_t) {
+  return notSupported("vigilEventRecord");
+}
+vigilResult_t vigilStreamWaitEvent(vigilStream_t, vigilEvent_t) {
+  return notSupported("vigilStreamWaitEvent");
+}
+vigilResult_t vigilEventSynchronize(vigilEvent_t) {
+  return notSupported("vigilEventSynchronize");
+}
+vigilResult_t vigilEventQuery(vigilEvent_t) {
+  return notSupported("vigilEventQuery");
+}
+vigilResult_t vigilEventDestroy(vigilEvent_t) {
+  return notSupported("vigilEventDestroy");
+}
 
 // ---- Collectives and point-to-point ----------------------------------------
 
@@ -228,8 +247,8 @@ vigilResult_t vigilBroadcast(const void* sendbuff, void* recvbuff, size_t count,
   return submit(comm, stream, d);
 }
 
-vigilResult_t vigilReduce(const void* sendbuff, void* recvbuff, size_t count, vigilDataType_t datatype,
-                          vigilRedOp_t op, int root, vigilComm_t comm, vigilStream_t stream) {
+vigilResult_t vigilReduce(const void* sendbuff, void* recvbuff, size_t count, vigilDataType_t datatype, vigilRedOp_t op,
+                          int root, vigilComm_t comm, vigilStream_t stream) {
   OpDesc d{OpKind::Reduce, sendbuff, recvbuff, count, datatype, op};
   d.root = root;
   return submit(comm, stream, d);
@@ -307,8 +326,8 @@ vigilResult_t vigilMoeDispatchGetWorkspaceSize(const vigilMoeConfig*, const vigi
                                                size_t*) {
   return notSupported("vigilMoeDispatchGetWorkspaceSize", comm);
 }
-vigilResult_t vigilMoeDispatch(const vigilMoeConfig*, const vigilMoeDispatchArgs*, void*, size_t, vigilMoeHandle_t* handle,
-                               vigilComm_t comm, vigilStream_t) {
+vigilResult_t vigilMoeDispatch(const vigilMoeConfig*, const vigilMoeDispatchArgs*, void*, size_t,
+                               vigilMoeHandle_t* handle, vigilComm_t comm, vigilStream_t) {
   if (handle != nullptr) *handle = nullptr;
   return notSupported("vigilMoeDispatch", comm);
 }
@@ -319,7 +338,9 @@ vigilResult_t vigilMoeCombine(const vigilMoeConfig*, vigilMoeHandle_t, const vig
                               vigilComm_t comm, vigilStream_t) {
   return notSupported("vigilMoeCombine", comm);
 }
-vigilResult_t vigilMoeHandleDestroy(vigilMoeHandle_t) { return notSupported("vigilMoeHandleDestroy"); }
+vigilResult_t vigilMoeHandleDestroy(vigilMoeHandle_t) {
+  return notSupported("vigilMoeHandleDestroy");
+}
 int64_t vigilMoeRequiredRows(const vigilMoeConfig*, int) {
   notSupported("vigilMoeRequiredRows");
   return -1;

@@ -34,7 +34,9 @@ std::shared_ptr<Communicator> acquire(vigilComm_t comm) {
   if (comm == nullptr) ErrorBuilder(Errc::ApiNullArgument).cause("comm is NULL").raise();
   uint64_t magic = comm->magic.load(std::memory_order_acquire);
   if (magic != vigilComm::kLive && magic != vigilComm::kDead) {
-    ErrorBuilder(Errc::ApiBadHandle).cause("comm ", static_cast<const void*>(comm), " is not a vigil communicator").raise();
+    ErrorBuilder(Errc::ApiBadHandle)
+        .cause("comm ", static_cast<const void*>(comm), " is not a vigil communicator")
+        .raise();
   }
   std::shared_ptr<Communicator> impl = comm->impl.load();
   if (!impl) {

@@ -79,8 +79,9 @@ LaunchEnv resolveLaunchEnv(const EnvLookup& lookup) {
   if (env.launcher.empty()) {
     ErrorBuilder(Errc::BootNoLauncherEnv)
         .op("init")
-        .cause("none of VIGIL_RANK/VIGIL_WORLD_SIZE, RANK/WORLD_SIZE, OMPI_COMM_WORLD_RANK/SIZE, "
-               "SLURM_PROCID/SLURM_NTASKS is set")
+        .cause(
+            "none of VIGIL_RANK/VIGIL_WORLD_SIZE, RANK/WORLD_SIZE, OMPI_COMM_WORLD_RANK/SIZE, "
+            "SLURM_PROCID/SLURM_NTASKS is set")
         .raise();
   }
   if (env.nranks < 1 || env.rank >= env.nranks) {
@@ -123,7 +124,8 @@ LaunchEnv resolveLaunchEnv(const EnvLookup& lookup) {
         .op("init")
         .cause(env.launcher, " gave rank ", env.rank, " of ", env.nranks,
                " but no root: neither VIGIL_ROOT_INFO, VIGIL_ROOT_ADDR nor MASTER_ADDR/MASTER_PORT is set")
-        .remedy("set VIGIL_ROOT_ADDR=host:port (rank 0's host and a free port) for every rank, or launch with vigil-run")
+        .remedy(
+            "set VIGIL_ROOT_ADDR=host:port (rank 0's host and a free port) for every rank, or launch with vigil-run")
         .raise();
   }
   if (*port < 1 || *port > 65535) {
@@ -131,8 +133,8 @@ LaunchEnv resolveLaunchEnv(const EnvLookup& lookup) {
   }
   env.root.address = resolveAddress(host, static_cast<uint16_t>(*port));
   std::string seed = cat(host, ":", *port, "/", env.nranks);
-  for (const char* var : {"VIGIL_JOB_TOKEN", "TORCHELASTIC_RUN_ID", "SLURM_JOB_ID", "SLURM_STEP_ID",
-                          "OMPI_MCA_ess_base_jobid"}) {
+  for (const char* var :
+       {"VIGIL_JOB_TOKEN", "TORCHELASTIC_RUN_ID", "SLURM_JOB_ID", "SLURM_STEP_ID", "OMPI_MCA_ess_base_jobid"}) {
     if (const char* v = get(var)) seed += cat("/", var, "=", v);
   }
   env.root.token = derivedToken(seed);

@@ -32,8 +32,8 @@ struct Incoming {
 
 }  // namespace
 
-Mesh connectMesh(const Listener& listener, const std::vector<PeerInfo>& peers, int rank,
-                 const JobToken& token, uint32_t libVersion, Deadline deadline) {
+Mesh connectMesh(const Listener& listener, const std::vector<PeerInfo>& peers, int rank, const JobToken& token,
+                 uint32_t libVersion, Deadline deadline) {
   const int nranks = static_cast<int>(peers.size());
   Mesh mesh;
   mesh.control.resize(peers.size());
@@ -72,8 +72,9 @@ Mesh connectMesh(const Listener& listener, const std::vector<PeerInfo>& peers, i
           missing.push_back(peer);
         }
       }
-      meshFailed(rank, nranks, missing, "they did not connect to this rank's listener at " +
-                                            listener.address.toString() + " before the connect timeout");
+      meshFailed(rank, nranks, missing,
+                 "they did not connect to this rank's listener at " + listener.address.toString() +
+                     " before the connect timeout");
     }
     pfds.clear();
     pfds.push_back({listener.fd.get(), POLLIN, 0});
@@ -88,8 +89,7 @@ Mesh connectMesh(const Listener& listener, const std::vector<PeerInfo>& peers, i
       while (true) {
         sockaddr_storage from{};
         socklen_t len = sizeof from;
-        int fd = ::accept4(listener.fd.get(), reinterpret_cast<sockaddr*>(&from), &len,
-                           SOCK_NONBLOCK | SOCK_CLOEXEC);
+        int fd = ::accept4(listener.fd.get(), reinterpret_cast<sockaddr*>(&from), &len, SOCK_NONBLOCK | SOCK_CLOEXEC);
         if (fd < 0) break;
         setTcpOptions(fd);
         SocketAddress addr;
@@ -104,8 +104,8 @@ Mesh connectMesh(const Listener& listener, const std::vector<PeerInfo>& peers, i
       std::string rejectWhy;
       bool finished = false;
       if (pfds[index].revents != 0) {
-        ssize_t n = ::recv(in.fd.get(), reinterpret_cast<uint8_t*>(&in.preamble) + in.have,
-                           sizeof(Preamble) - in.have, 0);
+        ssize_t n =
+            ::recv(in.fd.get(), reinterpret_cast<uint8_t*>(&in.preamble) + in.have, sizeof(Preamble) - in.have, 0);
         if (n == 0 || (n < 0 && errno != EAGAIN && errno != EINTR)) {
           rejectWhy = "it closed the connection before sending a complete preamble";
         } else if (n > 0) {
@@ -114,18 +114,18 @@ Mesh connectMesh(const Listener& listener, const std::vector<PeerInfo>& peers, i
       }
       if (rejectWhy.empty() && in.have == sizeof(Preamble)) {
         const Preamble& p = in.preamble;
-        const bool knownKind = p.kind == static_cast<uint16_t>(ConnKind::Control) ||
-                               p.kind == static_cast<uint16_t>(ConnKind::Data);
+        const bool knownKind =
+            p.kind == static_cast<uint16_t>(ConnKind::Control) || p.kind == static_cast<uint16_t>(ConnKind::Data);
         if (p.magic != kWireMagic) {
           rejectWhy = "it did not present vigil's magic";
         } else if (p.token != token) {
           rejectWhy = "it presented another job's token";
         } else if (p.wireVersion != kWireVersion || !knownKind || p.rank <= rank || p.rank >= nranks) {
-          rejectWhy = cat("its preamble is invalid (wire version ", p.wireVersion, ", kind ", p.kind,
-                          ", rank ", p.rank, ")");
+          rejectWhy =
+              cat("its preamble is invalid (wire version ", p.wireVersion, ", kind ", p.kind, ", rank ", p.rank, ")");
         } else {
-          auto& slot = (p.kind == static_cast<uint16_t>(ConnKind::Control) ? mesh.control : mesh.data)
-              [static_cast<size_t>(p.rank)];
+          auto& slot = (p.kind == static_cast<uint16_t>(ConnKind::Control) ? mesh.control
+                                                                           : mesh.data)[static_cast<size_t>(p.rank)];
           if (slot) {
             rejectWhy = cat("rank ", p.rank, " already has this connection");
           } else {
@@ -139,8 +139,7 @@ Mesh connectMesh(const Listener& listener, const std::vector<PeerInfo>& peers, i
       }
       if (!rejectWhy.empty()) {
         VIGIL_LOG_AT(LogLevel::Warn, rank, errorId(Errc::NetRejected), ": rank ", rank, " closed a connection from ",
-                     in.from, " to its listener ", listener.address.toString(), ": ", rejectWhy,
-                     "; init goes on");
+                     in.from, " to its listener ", listener.address.toString(), ": ", rejectWhy, "; init goes on");
         finished = true;
       }
       it = finished ? incoming.erase(it) : std::next(it);

@@ -21,7 +21,7 @@ struct Mesh {
 };
 
 // Throws VG-BOOT-008 naming the ranks whose connections did not complete.
-Mesh connectMesh(const Listener& listener, const std::vector<PeerInfo>& peers, int rank,
-                 const JobToken& token, uint32_t libVersion, Deadline deadline);
+Mesh connectMesh(const Listener& listener, const std::vector<PeerInfo>& peers, int rank, const JobToken& token,
+                 uint32_t libVersion, Deadline deadline);
 
 }  // namespace vigil

@@ -44,7 +44,9 @@ Hello Hello::decode(const std::vector<uint8_t>& bytes) {
   return h;
 }
 
-std::string Hello::where() const { return cat("rank ", rank, " (host ", hostname, ", pid ", pid, ")"); }
+std::string Hello::where() const {
+  return cat("rank ", rank, " (host ", hostname, ", pid ", pid, ")");
+}
 
 std::vector<uint8_t> RendezvousReply::encode() const {
   WireWriter w;
@@ -86,7 +88,9 @@ RendezvousReply RendezvousReply::decode(const std::vector<uint8_t>& bytes) {
   return reply;
 }
 
-size_t maxReplyBytes(int nranks) { return 4096 + static_cast<size_t>(nranks) * 1024; }
+size_t maxReplyBytes(int nranks) {
+  return 4096 + static_cast<size_t>(nranks) * 1024;
+}
 
 const std::string& localHostId() {
   static const std::string id = [] {
@@ -107,8 +111,8 @@ std::vector<PeerInfo> rendezvous(const SocketAddress& root, const JobToken& toke
     ErrorBuilder(Errc::BootRootUnreachable)
         .rank(hello.rank, hello.nranks)
         .op("init")
-        .cause("could not connect to the rendezvous root at ", root.toString(), " within ",
-               hello.connectTimeoutMs, " ms (last error: ", lastError, ")")
+        .cause("could not connect to the rendezvous root at ", root.toString(), " within ", hello.connectTimeoutMs,
+               " ms (last error: ", lastError, ")")
         .raise();
   }
   Preamble preamble;

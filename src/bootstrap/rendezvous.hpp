@@ -34,7 +34,7 @@ struct Hello {
 
   std::vector<uint8_t> encode() const;
   static Hello decode(const std::vector<uint8_t>& bytes);  // throws WireFormatError
-  std::string where() const;  // "rank 2 (host vm, pid 4711)"
+  std::string where() const;                               // "rank 2 (host vm, pid 4711)"
 };
 
 struct PeerInfo {

@@ -32,14 +32,14 @@ RootInfo RootInfo::decode(const vigilRootInfo& in) {
   std::memcpy(&version, bytes + 4, 2);
   if (magic != kWireMagic) {
     ErrorBuilder(Errc::BootBadRootInfo)
-        .cause("the root info does not start with vigil's magic (it was not made by vigilGetRootInfo, "
-               "or it was truncated or corrupted in transit)")
+        .cause(
+            "the root info does not start with vigil's magic (it was not made by vigilGetRootInfo, "
+            "or it was truncated or corrupted in transit)")
         .raise();
   }
   if (version != kWireVersion) {
     ErrorBuilder(Errc::BootBadRootInfo)
-        .cause("the root info has wire version ", version, " but this library speaks version ",
-               kWireVersion)
+        .cause("the root info has wire version ", version, " but this library speaks version ", kWireVersion)
         .remedy("use the same vigil build for the process that made the root info and for every rank")
         .raise();
   }
@@ -79,8 +79,7 @@ vigilRootInfo rootInfoFromHex(const char* text) {
   size_t length = std::strlen(text);
   if (length != 2 * VIGIL_ROOT_INFO_BYTES) {
     ErrorBuilder(Errc::BootBadRootInfo)
-        .cause("the root info text has ", length, " characters; expected ",
-               2 * VIGIL_ROOT_INFO_BYTES, " hex digits")
+        .cause("the root info text has ", length, " characters; expected ", 2 * VIGIL_ROOT_INFO_BYTES, " hex digits")
         .raise();
   }
   vigilRootInfo info{};

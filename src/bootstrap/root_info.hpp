@@ -16,7 +16,7 @@ struct RootInfo {
 
   void encode(vigilRootInfo* out) const;
   static RootInfo decode(const vigilRootInfo& in);  // throws VG-BOOT-001
-  std::string describe() const;  // "127.0.0.1:41233 (job 3fa2c1d0)"
+  std::string describe() const;                     // "127.0.0.1:41233 (job 3fa2c1d0)"
 };
 
 std::string rootInfoToHex(const vigilRootInfo& info);

@@ -48,10 +48,7 @@ constexpr size_t kMaxPendingConnections = 4096;
 class Rendezvous {
  public:
   Rendezvous(Listener listener, JobToken token, int idleTimeoutMs, int stopFd)
-      : listener_(std::move(listener)),
-        token_(token),
-        stopFd_(stopFd),
-        deadline_(Deadline::afterMs(idleTimeoutMs)) {}
+      : listener_(std::move(listener)), token_(token), stopFd_(stopFd), deadline_(Deadline::afterMs(idleTimeoutMs)) {}
 
   void run();
 
@@ -115,8 +112,7 @@ void Rendezvous::acceptAll() {
   while (true) {
     sockaddr_storage from{};
     socklen_t len = sizeof from;
-    int fd = ::accept4(listener_.fd.get(), reinterpret_cast<sockaddr*>(&from), &len,
-                       SOCK_NONBLOCK | SOCK_CLOEXEC);
+    int fd = ::accept4(listener_.fd.get(), reinterpret_cast<sockaddr*>(&from), &len, SOCK_NONBLOCK | SOCK_CLOEXEC);
     if (fd < 0) return;
     SocketAddress peer;
     std::memcpy(&peer.storage, &from, len);
@@ -133,9 +129,8 @@ void Rendezvous::acceptAll() {
 }
 
 void Rendezvous::reject(Pending& p, const std::string& why) {
-  VIGIL_LOG_AT(LogLevel::Warn, -1, errorId(Errc::NetRejected), ": rendezvous root at ",
-               listener_.address.toString(), " closed a connection from ", p.from, ": ", why,
-               "; the rendezvous goes on");
+  VIGIL_LOG_AT(LogLevel::Warn, -1, errorId(Errc::NetRejected), ": rendezvous root at ", listener_.address.toString(),
+               " closed a connection from ", p.from, ": ", why, "; the rendezvous goes on");
   p.fd.reset();
 }
 
@@ -222,17 +217,15 @@ std::optional<std::string> Rendezvous::checkAgainstFirst(const Hello& h) const {
   std::string diff;
   auto field = [&](const char* name, long long mine, long long theirs) {
     if (mine == theirs) return;
-    diff += cat(diff.empty() ? "" : "; ", name, " is ", mine, " on ", h.where(), " but ", theirs,
-                " on ", f.where());
+    diff += cat(diff.empty() ? "" : "; ", name, " is ", mine, " on ", h.where(), " but ", theirs, " on ", f.where());
   };
   field("VIGIL_TIMEOUT_MS (vigilConfig.timeoutMs)", h.timeoutMs, f.timeoutMs);
   field("VIGIL_FINGERPRINT", h.fingerprint, f.fingerprint);
   field("VIGIL_NAN_CHECK", h.nanCheck, f.nanCheck);
   field("VIGIL_BUFFER_GUARD", h.bufferGuard, f.bufferGuard);
   if (h.transport != f.transport) {
-    diff += cat(diff.empty() ? "" : "; ", "VIGIL_TRANSPORT is ",
-                toString(static_cast<TransportKind>(h.transport)), " on ", h.where(), " but ",
-                toString(static_cast<TransportKind>(f.transport)), " on ", f.where());
+    diff += cat(diff.empty() ? "" : "; ", "VIGIL_TRANSPORT is ", toString(static_cast<TransportKind>(h.transport)),
+                " on ", h.where(), " but ", toString(static_cast<TransportKind>(f.transport)), " on ", f.where());
   }
   if (diff.empty()) return std::nullopt;
   return diff;
@@ -268,15 +261,15 @@ void Rendezvous::arrive(Pending& p, Hello hello) {
     if (duplicate) byValue += cat("; ", hello.where(), " declared ", hello.nranks);
     fail(Errc::BootWorldSizeMismatch, cat("ranks declared different world sizes: ", byValue));
   } else if (duplicate) {
-    fail(Errc::BootDuplicateRank, cat("rank ", hello.rank, " was claimed twice: by ", previous.where(),
-                                      " and by ", hello.where()));
+    fail(Errc::BootDuplicateRank,
+         cat("rank ", hello.rank, " was claimed twice: by ", previous.where(), " and by ", hello.where()));
   } else if (auto diff = checkAgainstFirst(hello)) {
     fail(Errc::BootConfigMismatch, cat("ranks disagree on configuration that must agree: ", *diff));
   }
   if (duplicate && verdict_) sendMessage(p.fd.get(), verdict_->encode(), Deadline::afterMs(2000));
   if (verdict_) return;
-  VIGIL_LOG_AT(LogLevel::Debug, -1, "rendezvous: ", hello.where(), " arrived (", arrived_.size(), "/",
-               first_->nranks, ")");
+  VIGIL_LOG_AT(LogLevel::Debug, -1, "rendezvous: ", hello.where(), " arrived (", arrived_.size(), "/", first_->nranks,
+               ")");
   if (static_cast<int>(arrived_.size()) == first_->nranks) {
     RendezvousReply table;
     table.ok = true;
@@ -306,8 +299,7 @@ void Rendezvous::replyAll(const RendezvousReply& reply) {
   for (auto& [rank, a] : arrived_) {
     if (!a.fd.valid()) continue;
     if (sendMessage(a.fd.get(), bytes, Deadline::afterMs(5000)) != IoStatus::Done) {
-      VIGIL_LOG_AT(LogLevel::Warn, -1, "rendezvous root could not answer ", a.hello.where(),
-                   " (it went away)");
+      VIGIL_LOG_AT(LogLevel::Warn, -1, "rendezvous root could not answer ", a.hello.where(), " (it went away)");
     }
     a.fd.reset();
   }
@@ -328,11 +320,12 @@ void Rendezvous::missingRanks() {
   }
   fail(Errc::BootMissingRanks,
        cat("after ", first_->connectTimeoutMs, " ms only ", arrived_.size(), " of ", first_->nranks,
-           " ranks reached the rendezvous root at ", listener_.address.toString(),
-           "; arrived: ", describeArrivals(), "; missing: ", joinRanks(missing)),
+           " ranks reached the rendezvous root at ", listener_.address.toString(), "; arrived: ", describeArrivals(),
+           "; missing: ", joinRanks(missing)),
        cat("start rank(s) ", joinRanks(missing),
            " or find why they did not arrive: do they use the same root info (VIGIL_ROOT_INFO, "
-           "or MASTER_ADDR/MASTER_PORT = ", listener_.address.toString(),
+           "or MASTER_ADDR/MASTER_PORT = ",
+           listener_.address.toString(),
            "), can their host reach that address (VIGIL_SOCKET_IFNAME), did they crash before init? "
            "Raise VIGIL_CONNECT_TIMEOUT_MS if they start slowly"));
 }

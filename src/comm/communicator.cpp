@@ -31,18 +31,15 @@ FrameHeader Communicator::headerFor(const OpDesc& op, int64_t seq) const {
 void Communicator::checkUsable() const {
   switch (state_.load()) {
     case State::Active: break;
-    case State::Finalized:
-      error(Errc::CommFinalized).cause("the communicator was finalized").raise();
+    case State::Finalized: error(Errc::CommFinalized).cause("the communicator was finalized").raise();
     case State::Destroyed:
-    case State::Aborted:
-      error(Errc::ApiUseAfterFree).cause("the communicator was destroyed or aborted").raise();
+    case State::Aborted: error(Errc::ApiUseAfterFree).cause("the communicator was destroyed or aborted").raise();
   }
   std::lock_guard lock(errorMutex_);
   if (fatal_) {
     error(Errc::CommFailed)
         .result(fatal_->result())
-        .cause("the communicator failed earlier and cannot run more operations; the first error was: ",
-               fatal_->text())
+        .cause("the communicator failed earlier and cannot run more operations; the first error was: ", fatal_->text())
         .raise();
   }
 }
@@ -82,9 +79,7 @@ void Communicator::runCollective(const OpDesc& op) {
     case OpKind::Broadcast: algo::broadcastBinomial(*this, op.send, op.recv, op.count, op.dtype, op.root); break;
     case OpKind::Reduce: algo::reduceBinomial(*this, op.send, op.recv, op.count, op.dtype, op.redop, op.root); break;
     case OpKind::AllGather: algo::allGatherRing(*this, op.send, op.recv, op.count, op.dtype); break;
-    case OpKind::ReduceScatter:
-      algo::reduceScatterRing(*this, op.send, op.recv, op.count, op.dtype, op.redop);
-      break;
+    case OpKind::ReduceScatter: algo::reduceScatterRing(*this, op.send, op.recv, op.count, op.dtype, op.redop); break;
     case OpKind::AllToAll: {
       // Equal blocks: the all-to-all-v schedule with uniform counts.
       std::fill(uniformCounts_.begin(), uniformCounts_.end(), op.count);
@@ -94,8 +89,7 @@ void Communicator::runCollective(const OpDesc& op) {
       break;
     }
     case OpKind::AllToAllV:
-      algo::allToAllVDirect(*this, op.send, op.sendcounts, op.sdispls, op.recv, op.recvcounts, op.rdispls,
-                            op.dtype);
+      algo::allToAllVDirect(*this, op.send, op.sendcounts, op.sdispls, op.recv, op.recvcounts, op.rdispls, op.dtype);
       break;
     case OpKind::Gather: algo::gatherDirect(*this, op.send, op.recv, op.count, op.dtype, op.root); break;
     case OpKind::Scatter: algo::scatterDirect(*this, op.send, op.recv, op.count, op.dtype, op.root); break;
@@ -171,7 +165,7 @@ std::vector<int> Communicator::gonePeersByCause(int64_t seq) const {
 
 std::vector<int> Communicator::collectGonePeers(int64_t seq) const {
   std::vector<int> out;
-  std::vector<int> cascade;  // they left because of someone else: blame them last
+  std::vector<int> cascade;                 // they left because of someone else: blame them last
   for (int p : control_.peersNotAlive()) {  // earliest first
     PeerState s = control_.peer(p);
     if (s.status == PeerState::Status::Left && seq >= 0 && s.lastSeq >= seq) continue;  // it finished this op

@@ -36,8 +36,7 @@ struct InitOverrides {
 class Communicator : private algo::StepRunner, private LivenessWatch {
  public:
   // Collective: rendezvous, connections, handshake. Throws Error.
-  static std::shared_ptr<Communicator> create(int nranks, const RootInfo& root, int rank,
-                                              const CommConfig& config,
+  static std::shared_ptr<Communicator> create(int nranks, const RootInfo& root, int rank, const CommConfig& config,
                                               const InitOverrides& overrides = {});
   ~Communicator() override;
 
@@ -63,8 +62,7 @@ class Communicator : private algo::StepRunner, private LivenessWatch {
   ErrorBuilder error(Errc errc) const { return ErrorBuilder(errc).rank(rank_, nranks_).comm(name_); }
 
  private:
-  Communicator(int rank, int nranks, CommConfig config, std::string name, std::vector<PeerInfo> peers,
-               Mesh&& mesh);
+  Communicator(int rank, int nranks, CommConfig config, std::string name, std::vector<PeerInfo> peers, Mesh&& mesh);
 
   // StepRunner
   void exchange(std::span<const Transfer> transfers) override;
@@ -108,8 +106,8 @@ class Communicator : private algo::StepRunner, private LivenessWatch {
   std::atomic<int64_t> completedSeq_{0};
   std::vector<uint64_t> sendSeq_, recvSeq_;  // per peer, point-to-point
   std::vector<uint8_t> scratch_;
-  const std::vector<int> allPeers_;                        // every rank but this one
-  std::vector<size_t> uniformCounts_, uniformDispls_;      // all-to-all as all-to-all-v
+  const std::vector<int> allPeers_;                    // every rank but this one
+  std::vector<size_t> uniformCounts_, uniformDispls_;  // all-to-all as all-to-all-v
 
   enum class State : uint8_t { Active, Finalized, Destroyed, Aborted };
   std::atomic<State> state_{State::Active};

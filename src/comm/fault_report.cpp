@@ -15,8 +15,8 @@ std::string describeHeader(const FrameHeader& h) {
                          ? cat("send #", h.seq)
                          : cat(opName(static_cast<OpKind>(h.op)), " seq ", h.seq);
   text += cat(" (", dtypeName(static_cast<vigilDataType_t>(h.dtype)), ", count ", h.count);
-  if (h.redop != 0 || h.op == static_cast<uint8_t>(OpKind::AllReduce) ||
-      h.op == static_cast<uint8_t>(OpKind::Reduce) || h.op == static_cast<uint8_t>(OpKind::ReduceScatter)) {
+  if (h.redop != 0 || h.op == static_cast<uint8_t>(OpKind::AllReduce) || h.op == static_cast<uint8_t>(OpKind::Reduce) ||
+      h.op == static_cast<uint8_t>(OpKind::ReduceScatter)) {
     if (h.kind == static_cast<uint8_t>(FrameKind::Collective)) {
       text += cat(", ", redOpName(static_cast<vigilRedOp_t>(h.redop)));
     }
@@ -37,7 +37,8 @@ std::string differingFields(const FrameHeader& mine, const FrameHeader& theirs) 
   if (mine.op != theirs.op) add("op", opName(static_cast<OpKind>(mine.op)), opName(static_cast<OpKind>(theirs.op)));
   if (mine.seq != theirs.seq) add("seq", std::to_string(mine.seq), std::to_string(theirs.seq));
   if (mine.dtype != theirs.dtype) {
-    add("dtype", dtypeName(static_cast<vigilDataType_t>(mine.dtype)), dtypeName(static_cast<vigilDataType_t>(theirs.dtype)));
+    add("dtype", dtypeName(static_cast<vigilDataType_t>(mine.dtype)),
+        dtypeName(static_cast<vigilDataType_t>(theirs.dtype)));
   }
   if (mine.count != theirs.count) add("count", std::to_string(mine.count), std::to_string(theirs.count));
   if (mine.redop != theirs.redop) {
@@ -69,16 +70,16 @@ Error Communicator::describePeerGone(int peer, const PeerState& s) const {
   ErrorBuilder b = error(Errc::PeerDied);
   b.op(opLabel, collective ? seq : -1);
   switch (s.status) {
-    case PeerState::Status::Left:
-    {
+    case PeerState::Status::Left: {
       // A peer that left because of another failure quotes it: that one is
       // the root cause, and its remedy is the one that helps.
       const size_t cut = s.byeCause.find(" Remedy: ");
       b = error(Errc::PeerLeft);
       b.op(opLabel, collective ? seq : -1)
-          .cause(describePeer(peer), " left the communicator (", describe(s.byeReason), ") ", afterLast(),
-                 "; this rank still needs it",
-                 s.byeCause.empty() ? std::string() : cat(". It had failed before leaving: ", s.byeCause.substr(0, cut)));
+          .cause(
+              describePeer(peer), " left the communicator (", describe(s.byeReason), ") ", afterLast(),
+              "; this rank still needs it",
+              s.byeCause.empty() ? std::string() : cat(". It had failed before leaving: ", s.byeCause.substr(0, cut)));
       if (cut != std::string::npos) b.remedy(s.byeCause.substr(cut + 9));
       break;
     }
@@ -187,8 +188,8 @@ void Communicator::failOp(const ExchangeFault& f) {
       }
       Error e = error(Errc::OpTimeout)
                     .op(currentLabel_, seq)
-                    .cause("timed out after ", cat(secondsSince(opStart_)).substr(0, 5), " s (VIGIL_TIMEOUT_MS=",
-                           config_.timeoutMs, "); still ", waits,
+                    .cause("timed out after ", cat(secondsSince(opStart_)).substr(0, 5),
+                           " s (VIGIL_TIMEOUT_MS=", config_.timeoutMs, "); still ", waits,
                            ". Those ranks are alive but did not progress: stuck, stopped, or in a different operation")
                     .build();
       poisonWith(e, true);
@@ -197,8 +198,8 @@ void Communicator::failOp(const ExchangeFault& f) {
     case Kind::IoError: {
       Error e = error(Errc::NetSyscall)
                     .op(currentLabel_, seq)
-                    .cause("socket I/O with ", f.peer >= 0 ? describePeer(f.peer) : std::string("peers"), " failed: ",
-                           errnoText(f.err))
+                    .cause("socket I/O with ", f.peer >= 0 ? describePeer(f.peer) : std::string("peers"),
+                           " failed: ", errnoText(f.err))
                     .build();
       poisonWith(e, true);
       throw e;

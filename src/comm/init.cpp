@@ -9,13 +9,10 @@
 
 namespace vigil {
 
-std::shared_ptr<Communicator> Communicator::create(int nranks, const RootInfo& root, int rank,
-                                                   const CommConfig& config, const InitOverrides& overrides) {
+std::shared_ptr<Communicator> Communicator::create(int nranks, const RootInfo& root, int rank, const CommConfig& config,
+                                                   const InitOverrides& overrides) {
   if (nranks < 1 || rank < 0 || rank >= nranks) {
-    ErrorBuilder(Errc::ApiBadRank)
-        .op("init")
-        .cause("rank ", rank, " of nranks ", nranks, " is out of range")
-        .raise();
+    ErrorBuilder(Errc::ApiBadRank).op("init").cause("rank ", rank, " of nranks ", nranks, " is out of range").raise();
   }
   installExitHandler();
   raiseFdLimit();
@@ -53,14 +50,15 @@ std::shared_ptr<Communicator> Communicator::create(int nranks, const RootInfo& r
     comm->destroy(ByeReason::Abort);
     comm->error(Errc::BootMeshFailed)
         .op("init")
-        .cause("rank(s) ", joinRanks(silent), " did not confirm the connections before the connect timeout "
+        .cause("rank(s) ", joinRanks(silent),
+               " did not confirm the connections before the connect timeout "
                "(they failed or exited during init)")
         .raise();
   }
   comm->control_.start();
   registerCommunicator(comm);
-  VIGIL_LOG_AT(LogLevel::Info, rank, "communicator '", comm->name_, "' ready: rank ", rank, "/", nranks,
-               " in ", static_cast<int>(secondsSince(started) * 1000), " ms, root ", root.describe());
+  VIGIL_LOG_AT(LogLevel::Info, rank, "communicator '", comm->name_, "' ready: rank ", rank, "/", nranks, " in ",
+               static_cast<int>(secondsSince(started) * 1000), " ms, root ", root.describe());
   return comm;
 }
 
@@ -85,6 +83,8 @@ Communicator::Communicator(int rank, int nranks, CommConfig config, std::string 
       uniformCounts_(static_cast<size_t>(nranks)),
       uniformDispls_(static_cast<size_t>(nranks)) {}
 
-Communicator::~Communicator() { destroy(); }
+Communicator::~Communicator() {
+  destroy();
+}
 
 }  // namespace vigil

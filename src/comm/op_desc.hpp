@@ -23,12 +23,9 @@ struct OpDesc {
   const size_t* recvcounts = nullptr;
   const size_t* rdispls = nullptr;
 
-  bool hasRedOp() const {
-    return kind == OpKind::AllReduce || kind == OpKind::Reduce || kind == OpKind::ReduceScatter;
-  }
+  bool hasRedOp() const { return kind == OpKind::AllReduce || kind == OpKind::Reduce || kind == OpKind::ReduceScatter; }
   bool hasRoot() const {
-    return kind == OpKind::Broadcast || kind == OpKind::Reduce || kind == OpKind::Gather ||
-           kind == OpKind::Scatter;
+    return kind == OpKind::Broadcast || kind == OpKind::Reduce || kind == OpKind::Gather || kind == OpKind::Scatter;
   }
 };
 

@@ -20,7 +20,8 @@ bool overlaps(const void* a, size_t aBytes, const void* b, size_t bBytes) {
 void Communicator::validate(const OpDesc& op) const {
   const char* name = opName(op.kind);
   auto fail = [&](Errc errc) { return error(errc).op(name); };
-  if (!validDataType(op.dtype)) fail(Errc::ApiBadDataType).cause("data type ", int(op.dtype), " is not a vigilDataType_t").raise();
+  if (!validDataType(op.dtype))
+    fail(Errc::ApiBadDataType).cause("data type ", int(op.dtype), " is not a vigilDataType_t").raise();
   if (op.hasRedOp() && !validRedOp(op.redop)) {
     fail(Errc::ApiBadRedOp).cause("reduction ", int(op.redop), " is not a vigilRedOp_t").raise();
   }
@@ -43,8 +44,9 @@ void Communicator::validate(const OpDesc& op) const {
   const bool isRoot = op.root == rank_;
   auto need = [&](const void* p, bool required, const char* what) {
     if (required && p == nullptr) {
-      fail(Errc::ApiNullArgument).cause(what, " is NULL but ", bytes > 0 ? "the count is " : "must be given: count ",
-                                          op.count).raise();
+      fail(Errc::ApiNullArgument)
+          .cause(what, " is NULL but ", bytes > 0 ? "the count is " : "must be given: count ", op.count)
+          .raise();
     }
   };
   switch (op.kind) {
@@ -136,14 +138,9 @@ void Communicator::validate(const OpDesc& op) const {
       }
       break;
     }
-    case OpKind::Barrier:
-      break;
-    case OpKind::Send:
-      need(op.send, bytes > 0, "sendbuff");
-      break;
-    case OpKind::Recv:
-      need(op.recv, bytes > 0, "recvbuff");
-      break;
+    case OpKind::Barrier: break;
+    case OpKind::Send: need(op.send, bytes > 0, "sendbuff"); break;
+    case OpKind::Recv: need(op.recv, bytes > 0, "recvbuff"); break;
   }
 }
 

@@ -45,7 +45,9 @@ ControlPlane::ControlPlane(int rank, int nranks, std::vector<Fd> fds)
       readyFrom_(static_cast<size_t>(nranks)),
       finalizeFrom_(static_cast<size_t>(nranks)) {}
 
-ControlPlane::~ControlPlane() { stop(); }
+ControlPlane::~ControlPlane() {
+  stop();
+}
 
 void ControlPlane::start() {
   thread_ = std::thread([this] { run(); });
@@ -200,8 +202,7 @@ void ControlPlane::onMessage(int peer, const uint8_t* data, size_t size) {
         setState(peer, PeerState::Status::Failed, &details);
         break;
       }
-      default:
-        VIGIL_LOG_AT(LogLevel::Warn, rank_, "unknown control message type ", int(type), " from rank ", peer);
+      default: VIGIL_LOG_AT(LogLevel::Warn, rank_, "unknown control message type ", int(type), " from rank ", peer);
     }
   } catch (const WireFormatError& e) {
     VIGIL_LOG_AT(LogLevel::Warn, rank_, "malformed control message from rank ", peer, ": ", e.what());
@@ -225,9 +226,9 @@ void ControlPlane::setState(int peer, PeerState::Status status, const PeerState*
   if (status == PeerState::Status::Failed) pendingFatal_ = true;
   pendingPeerChange_ = true;
   VIGIL_LOG_AT(LogLevel::Info, rank_, "rank ", peer,
-               status == PeerState::Status::Left    ? " left"
-               : status == PeerState::Status::Died  ? " closed its connection without goodbye"
-                                                    : " reported a failure");
+               status == PeerState::Status::Left   ? " left"
+               : status == PeerState::Status::Died ? " closed its connection without goodbye"
+                                                   : " reported a failure");
 }
 
 void ControlPlane::sendBye(ByeReason reason, int64_t lastSeq, const std::string& cause) {
@@ -283,9 +284,8 @@ PeerState ControlPlane::peer(int rank) const {
 
 PeerState ControlPlane::waitVerdict(int rank, Deadline deadline) const {
   std::unique_lock lock(mutex_);
-  changed_.wait_until(lock, deadline.at(), [&] {
-    return peers_[static_cast<size_t>(rank)].status != PeerState::Status::Alive;
-  });
+  changed_.wait_until(lock, deadline.at(),
+                      [&] { return peers_[static_cast<size_t>(rank)].status != PeerState::Status::Alive; });
   return peers_[static_cast<size_t>(rank)];
 }
 

@@ -29,8 +29,8 @@ struct PeerState {
   enum class Status : uint8_t { Alive, Left, Died, Failed };
   Status status = Status::Alive;
   ByeReason byeReason = ByeReason::Destroy;
-  int64_t lastSeq = -1;        // last collective it completed (from its goodbye)
-  std::string byeCause;        // the error it had failed with before leaving, if any
+  int64_t lastSeq = -1;                  // last collective it completed (from its goodbye)
+  std::string byeCause;                  // the error it had failed with before leaving, if any
   vigilResult_t failure = vigilSuccess;  // for Failed: the peer's error
   std::string failureText;
   Clock::time_point since{};

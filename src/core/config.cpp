@@ -111,8 +111,7 @@ EnvConfig EnvConfig::parse(const std::function<const char*(const char*)>& lookup
   if (const char* v = get("VIGIL_LOG")) {
     std::string_view l(v);
     bool found = false;
-    for (LogLevel level : {LogLevel::Error, LogLevel::Warn, LogLevel::Info, LogLevel::Debug,
-                           LogLevel::Trace}) {
+    for (LogLevel level : {LogLevel::Error, LogLevel::Warn, LogLevel::Info, LogLevel::Debug, LogLevel::Trace}) {
       if (l == toString(level)) {
         cfg.logLevel = level;
         found = true;
@@ -137,11 +136,9 @@ std::string EnvConfig::describe() const {
              " VIGIL_PORT_RANGE=", portRange.describe(),
              " VIGIL_SOCKET_IFNAME=", socketIfname.empty() ? "(default)" : socketIfname,
              " VIGIL_TRANSPORT=", toString(transport), " VIGIL_FINGERPRINT=", fingerprint,
-             " VIGIL_NAN_CHECK=", nanCheck, " VIGIL_BUFFER_GUARD=", bufferGuard,
-             " VIGIL_LOG=", toString(logLevel),
+             " VIGIL_NAN_CHECK=", nanCheck, " VIGIL_BUFFER_GUARD=", bufferGuard, " VIGIL_LOG=", toString(logLevel),
              " VIGIL_LOG_FILE=", logFile.empty() ? "stderr" : logFile,
-             " VIGIL_DUMP_DIR=", dumpDir.empty() ? "(none)" : dumpDir,
-             " VIGIL_FLIGHT_RECORDER=", flightRecorder);
+             " VIGIL_DUMP_DIR=", dumpDir.empty() ? "(none)" : dumpDir, " VIGIL_FLIGHT_RECORDER=", flightRecorder);
 }
 
 const EnvConfig& processConfig() {
@@ -180,8 +177,7 @@ CommConfig CommConfig::resolve(const vigilConfig* user, const EnvConfig& env) {
         .raise();
   };
   // Older callers may pass a smaller struct: read only the fields it has.
-  if (user->size < offsetof(vigilConfig, commName) + sizeof(user->commName) ||
-      user->size > 4096) {
+  if (user->size < offsetof(vigilConfig, commName) + sizeof(user->commName) || user->size > 4096) {
     bad("size", static_cast<long long>(user->size), "sizeof(vigilConfig) (use VIGIL_CONFIG_INIT)");
   }
   auto milliseconds = [&](const char* field, int value, int& out) {

@@ -3,8 +3,8 @@
 namespace vigil {
 
 const char* dtypeName(vigilDataType_t dtype) {
-  static const char* const kNames[] = {"int8",    "uint8",   "int32",   "uint32",  "int64",
-                                       "uint64",  "float16", "float32", "float64", "bfloat16"};
+  static const char* const kNames[] = {"int8",   "uint8",   "int32",   "uint32",  "int64",
+                                       "uint64", "float16", "float32", "float64", "bfloat16"};
   return validDataType(dtype) ? kNames[dtype] : "invalid-dtype";
 }
 

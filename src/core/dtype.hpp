@@ -7,8 +7,12 @@
 
 namespace vigil {
 
-inline bool validDataType(int dtype) { return dtype >= vigilInt8 && dtype <= vigilBfloat16; }
-inline bool validRedOp(int op) { return op >= vigilSum && op <= vigilAvg; }
+inline bool validDataType(int dtype) {
+  return dtype >= vigilInt8 && dtype <= vigilBfloat16;
+}
+inline bool validRedOp(int op) {
+  return op >= vigilSum && op <= vigilAvg;
+}
 
 inline size_t dtypeSize(vigilDataType_t dtype) {
   switch (dtype) {
@@ -27,8 +31,7 @@ inline size_t dtypeSize(vigilDataType_t dtype) {
 }
 
 inline bool isFloating(vigilDataType_t dtype) {
-  return dtype == vigilFloat16 || dtype == vigilFloat32 || dtype == vigilFloat64 ||
-         dtype == vigilBfloat16;
+  return dtype == vigilFloat16 || dtype == vigilFloat32 || dtype == vigilFloat64 || dtype == vigilBfloat16;
 }
 
 const char* dtypeName(vigilDataType_t dtype);

@@ -13,9 +13,13 @@ constexpr ErrcInfo kErrcTable[] = {
 
 }  // namespace
 
-const ErrcInfo& errcInfo(Errc errc) { return kErrcTable[static_cast<size_t>(errc)]; }
+const ErrcInfo& errcInfo(Errc errc) {
+  return kErrcTable[static_cast<size_t>(errc)];
+}
 
-std::span<const ErrcInfo> allErrcInfo() { return kErrcTable; }
+std::span<const ErrcInfo> allErrcInfo() {
+  return kErrcTable;
+}
 
 Error ErrorBuilder::build() const {
   const ErrcInfo& info = errcInfo(errc_);

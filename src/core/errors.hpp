@@ -33,8 +33,7 @@ std::span<const ErrcInfo> allErrcInfo();
 
 class Error : public std::exception {
  public:
-  Error(Errc errc, vigilResult_t result, std::string text)
-      : errc_(errc), result_(result), text_(std::move(text)) {}
+  Error(Errc errc, vigilResult_t result, std::string text) : errc_(errc), result_(result), text_(std::move(text)) {}
   Errc errc() const { return errc_; }
   vigilResult_t result() const { return result_; }
   const std::string& text() const { return text_; }
@@ -98,7 +97,9 @@ class ErrorBuilder {
 };
 
 // "VG-OP-002" etc. for an Errc.
-inline const char* errorId(Errc errc) { return errcInfo(errc).id; }
+inline const char* errorId(Errc errc) {
+  return errcInfo(errc).id;
+}
 
 // Text for an errno value.
 std::string errnoText(int err);

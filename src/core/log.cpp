@@ -48,8 +48,7 @@ int Logger::fdFor(int rank) {
 
 void Logger::write(LogLevel level, int rank, std::string_view text) {
   static const char* const kNames[] = {"ERROR", "WARN", "INFO", "DEBUG", "TRACE"};
-  std::string line = rank >= 0 ? cat("vigil[rank ", rank, " pid ", getpid(), "] ")
-                               : cat("vigil[pid ", getpid(), "] ");
+  std::string line = rank >= 0 ? cat("vigil[rank ", rank, " pid ", getpid(), "] ") : cat("vigil[pid ", getpid(), "] ");
   line += kNames[static_cast<int>(level)];
   line += ' ';
   line += text;

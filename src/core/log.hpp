@@ -19,9 +19,7 @@ class Logger {
   static Logger& instance();
 
   void configure(LogLevel level, std::string fileTemplate);
-  bool enabled(LogLevel level) const {
-    return static_cast<int>(level) <= level_.load(std::memory_order_relaxed);
-  }
+  bool enabled(LogLevel level) const { return static_cast<int>(level) <= level_.load(std::memory_order_relaxed); }
   // rank < 0: the process, not a rank (root server, launcher, config).
   void write(LogLevel level, int rank, std::string_view text);
 
@@ -35,11 +33,11 @@ class Logger {
   std::unordered_map<int, int> fdByRank_;  // only with %r in VIGIL_LOG_FILE
 };
 
-#define VIGIL_LOG_AT(level, rank, ...)                                          \
-  do {                                                                          \
-    if (::vigil::Logger::instance().enabled(level)) {                           \
+#define VIGIL_LOG_AT(level, rank, ...)                                           \
+  do {                                                                           \
+    if (::vigil::Logger::instance().enabled(level)) {                            \
       ::vigil::Logger::instance().write(level, rank, ::vigil::cat(__VA_ARGS__)); \
-    }                                                                           \
+    }                                                                            \
   } while (0)
 
 }  // namespace vigil

@@ -38,6 +38,8 @@ inline const char* opName(OpKind kind) {
   return "unknown-op";
 }
 
-inline bool isPointToPoint(OpKind kind) { return kind == OpKind::Send || kind == OpKind::Recv; }
+inline bool isPointToPoint(OpKind kind) {
+  return kind == OpKind::Send || kind == OpKind::Recv;
+}
 
 }  // namespace vigil

@@ -41,8 +41,7 @@ std::string SocketAddress::host() const {
   if (family() == AF_INET) {
     inet_ntop(AF_INET, &reinterpret_cast<const sockaddr_in&>(storage).sin_addr, text, sizeof text);
   } else if (family() == AF_INET6) {
-    inet_ntop(AF_INET6, &reinterpret_cast<const sockaddr_in6&>(storage).sin6_addr, text,
-              sizeof text);
+    inet_ntop(AF_INET6, &reinterpret_cast<const sockaddr_in6&>(storage).sin6_addr, text, sizeof text);
   }
   return text;
 }
@@ -92,9 +91,7 @@ SocketAddress resolveAddress(const std::string& host, uint16_t port) {
   addrinfo* result = nullptr;
   int rc = getaddrinfo(host.c_str(), nullptr, &hints, &result);
   if (rc != 0 || result == nullptr) {
-    ErrorBuilder(Errc::NetBadAddress)
-        .cause("cannot resolve '", host, "': ", gai_strerror(rc))
-        .raise();
+    ErrorBuilder(Errc::NetBadAddress).cause("cannot resolve '", host, "': ", gai_strerror(rc)).raise();
   }
   // Prefer IPv4: it is what most clusters route.
   addrinfo* pick = result;
@@ -131,8 +128,7 @@ std::vector<InterfaceEntry> listInterfaces() {
     SocketAddress a;
     a.length = family == AF_INET ? sizeof(sockaddr_in) : sizeof(sockaddr_in6);
     std::memcpy(&a.storage, it->ifa_addr, a.length);
-    if (family == AF_INET6 &&
-        IN6_IS_ADDR_LINKLOCAL(&reinterpret_cast<sockaddr_in6&>(a.storage).sin6_addr)) {
+    if (family == AF_INET6 && IN6_IS_ADDR_LINKLOCAL(&reinterpret_cast<sockaddr_in6&>(a.storage).sin6_addr)) {
       continue;  // link-local needs a scope id on every peer; not routable between hosts
     }
     out.push_back({it->ifa_name, a, (it->ifa_flags & IFF_LOOPBACK) != 0});
@@ -186,8 +182,8 @@ SocketAddress selectInterfaceAddress(const std::string& spec) {
       known += cat(e.name, " (", e.address.host(), ")");
     }
     ErrorBuilder(Errc::NetNoInterface)
-        .cause("VIGIL_SOCKET_IFNAME='", spec, "' matches no interface that is up; interfaces: ",
-               known.empty() ? "none" : known)
+        .cause("VIGIL_SOCKET_IFNAME='", spec,
+               "' matches no interface that is up; interfaces: ", known.empty() ? "none" : known)
         .remedy("set VIGIL_SOCKET_IFNAME to one of: ", known.empty() ? "(none found)" : known)
         .raise();
   }
@@ -259,11 +255,9 @@ Listener listenInRange(const SocketAddress& address, PortRange range, const char
     if (err != EADDRINUSE && err != EACCES) break;  // not a busy port: trying more will not help
   }
   ErrorBuilder(Errc::NetNoFreePort)
-      .cause("no free port for ", what, " on ", address.host(), " in VIGIL_PORT_RANGE=",
-             range.describe(), ": tried ports ", range.lo, "-", range.hi, ", last error ",
-             errnoText(lastErr))
-      .remedy("widen VIGIL_PORT_RANGE (", range.describe(),
-              " has ", range.hi - range.lo + 1,
+      .cause("no free port for ", what, " on ", address.host(), " in VIGIL_PORT_RANGE=", range.describe(),
+             ": tried ports ", range.lo, "-", range.hi, ", last error ", errnoText(lastErr))
+      .remedy("widen VIGIL_PORT_RANGE (", range.describe(), " has ", range.hi - range.lo + 1,
               " port(s)), set it to 'auto', or stop the processes holding those ports (ss -ltnp)")
       .raise();
 }
@@ -277,8 +271,8 @@ Listener listenExact(const SocketAddress& address, const char* what) {
   if (int err = tryBindListen(out.fd.get(), out.address)) {
     ErrorBuilder(Errc::NetNoFreePort)
         .cause("cannot listen for ", what, " on ", address.toString(), ": ", errnoText(err))
-        .remedy("choose a free port (MASTER_PORT / VIGIL_ROOT_ADDR) or stop the process holding ",
-                address.port(), " (ss -ltnp)")
+        .remedy("choose a free port (MASTER_PORT / VIGIL_ROOT_ADDR) or stop the process holding ", address.port(),
+                " (ss -ltnp)")
         .raise();
   }
   return out;
@@ -299,15 +293,13 @@ IoStatus waitFd(int fd, short events, Deadline deadline, int wakeFd) {
   }
 }
 
-Fd connectWithRetry(const SocketAddress& address, Deadline deadline, int wakeFd,
-                    std::string* lastError) {
+Fd connectWithRetry(const SocketAddress& address, Deadline deadline, int wakeFd, std::string* lastError) {
   // Back off between refused attempts (the listener may start later) without
   // sleeping: each pause is a poll on the wake fd, so abort cuts it short.
   int backoffMs = 10;
   while (!deadline.expired()) {
     Fd fd = makeStreamSocket(address.family());
-    int rc = ::connect(fd.get(), reinterpret_cast<const sockaddr*>(&address.storage),
-                       address.length);
+    int rc = ::connect(fd.get(), reinterpret_cast<const sockaddr*>(&address.storage), address.length);
     int err = rc == 0 ? 0 : errno;
     if (err == EINPROGRESS) {
       IoStatus st = waitFd(fd.get(), POLLOUT, deadline, wakeFd);
@@ -388,8 +380,7 @@ void raiseFdLimit() {
       rlim_t before = limit.rlim_cur;
       limit.rlim_cur = limit.rlim_max;
       if (setrlimit(RLIMIT_NOFILE, &limit) == 0) {
-        VIGIL_LOG_AT(LogLevel::Info, -1, "raised the open-file limit from ", before, " to ",
-                     limit.rlim_max);
+        VIGIL_LOG_AT(LogLevel::Info, -1, "raised the open-file limit from ", before, " to ", limit.rlim_max);
       }
     }
   });

@@ -27,7 +27,7 @@ enum class ConnKind : uint16_t { Rendezvous = 1, Control = 2, Data = 3 };
 
 using JobToken = std::array<uint8_t, 16>;
 
-JobToken randomToken();           // from getrandom(); throws VG-NET-003 if unavailable
+JobToken randomToken();                       // from getrandom(); throws VG-NET-003 if unavailable
 std::string tokenTag(const JobToken& token);  // first 4 bytes in hex, for logs
 
 struct Preamble {

@@ -51,8 +51,7 @@ struct Bfloat16 {
 // multiply that can overflow. Converting the result back to a signed type is
 // modular since C++20.
 template <typename T>
-using WrapType =
-    std::conditional_t<(sizeof(T) < sizeof(unsigned)), unsigned, std::make_unsigned_t<T>>;
+using WrapType = std::conditional_t<(sizeof(T) < sizeof(unsigned)), unsigned, std::make_unsigned_t<T>>;
 
 struct SumOp {
   template <typename T>
@@ -109,11 +108,8 @@ struct MinOp {
 constexpr size_t kChunk = 64;
 
 template <typename Codec, typename Op>
-void reduceLoop(typename Codec::Storage* __restrict d, const typename Codec::Storage* __restrict s,
-                size_t count) {
-  const auto step = [](auto a, auto b) {
-    return Codec::store(Op::apply(Codec::load(a), Codec::load(b)));
-  };
+void reduceLoop(typename Codec::Storage* __restrict d, const typename Codec::Storage* __restrict s, size_t count) {
+  const auto step = [](auto a, auto b) { return Codec::store(Op::apply(Codec::load(a), Codec::load(b))); };
   size_t i = 0;
   for (; i + kChunk <= count; i += kChunk) {
     for (size_t j = 0; j < kChunk; ++j) d[i + j] = step(d[i + j], s[i + j]);
@@ -127,14 +123,10 @@ void reduceTyped(void* dst, const void* src, size_t count, vigilRedOp_t op) {
   const auto* s = static_cast<const typename Codec::Storage*>(src);
   switch (op) {
     case vigilSum:
-    case vigilAvg:
-      return reduceLoop<Codec, SumOp>(d, s, count);
-    case vigilProd:
-      return reduceLoop<Codec, ProdOp>(d, s, count);
-    case vigilMax:
-      return reduceLoop<Codec, MaxOp>(d, s, count);
-    case vigilMin:
-      return reduceLoop<Codec, MinOp>(d, s, count);
+    case vigilAvg: return reduceLoop<Codec, SumOp>(d, s, count);
+    case vigilProd: return reduceLoop<Codec, ProdOp>(d, s, count);
+    case vigilMax: return reduceLoop<Codec, MaxOp>(d, s, count);
+    case vigilMin: return reduceLoop<Codec, MinOp>(d, s, count);
   }
 }
 
@@ -144,12 +136,10 @@ void divideTyped(void* buf, size_t count, int divisor) {
   using V = typename Codec::Value;
   // Integers divide in 64 bits: the divisor (a rank count) may not fit in T,
   // e.g. 300 ranks averaging int8.
-  using W = std::conditional_t<std::is_floating_point_v<V>, V,
-                               std::conditional_t<std::is_signed_v<V>, int64_t, uint64_t>>;
+  using W =
+      std::conditional_t<std::is_floating_point_v<V>, V, std::conditional_t<std::is_signed_v<V>, int64_t, uint64_t>>;
   const W d = static_cast<W>(divisor);
-  const auto step = [d](S v) {
-    return Codec::store(static_cast<V>(static_cast<W>(Codec::load(v)) / d));
-  };
+  const auto step = [d](S v) { return Codec::store(static_cast<V>(static_cast<W>(Codec::load(v)) / d)); };
   S* p = static_cast<S*>(buf);
   size_t i = 0;
   for (; i + kChunk <= count; i += kChunk) {
@@ -187,55 +177,34 @@ bool nonFiniteValue(T v) {
 
 }  // namespace
 
-void reduceInPlace(void* dst, const void* src, size_t count, vigilDataType_t dtype,
-                   vigilRedOp_t op) {
+void reduceInPlace(void* dst, const void* src, size_t count, vigilDataType_t dtype, vigilRedOp_t op) {
   switch (dtype) {
-    case vigilInt8:
-      return reduceTyped<Native<int8_t>>(dst, src, count, op);
-    case vigilUint8:
-      return reduceTyped<Native<uint8_t>>(dst, src, count, op);
-    case vigilInt32:
-      return reduceTyped<Native<int32_t>>(dst, src, count, op);
-    case vigilUint32:
-      return reduceTyped<Native<uint32_t>>(dst, src, count, op);
-    case vigilInt64:
-      return reduceTyped<Native<int64_t>>(dst, src, count, op);
-    case vigilUint64:
-      return reduceTyped<Native<uint64_t>>(dst, src, count, op);
-    case vigilFloat16:
-      return reduceTyped<Float16>(dst, src, count, op);
-    case vigilFloat32:
-      return reduceTyped<Native<float>>(dst, src, count, op);
-    case vigilFloat64:
-      return reduceTyped<Native<double>>(dst, src, count, op);
-    case vigilBfloat16:
-      return reduceTyped<Bfloat16>(dst, src, count, op);
+    case vigilInt8: return reduceTyped<Native<int8_t>>(dst, src, count, op);
+    case vigilUint8: return reduceTyped<Native<uint8_t>>(dst, src, count, op);
+    case vigilInt32: return reduceTyped<Native<int32_t>>(dst, src, count, op);
+    case vigilUint32: return reduceTyped<Native<uint32_t>>(dst, src, count, op);
+    case vigilInt64: return reduceTyped<Native<int64_t>>(dst, src, count, op);
+    case vigilUint64: return reduceTyped<Native<uint64_t>>(dst, src, count, op);
+    case vigilFloat16: return reduceTyped<Float16>(dst, src, count, op);
+    case vigilFloat32: return reduceTyped<Native<float>>(dst, src, count, op);
+    case vigilFloat64: return reduceTyped<Native<double>>(dst, src, count, op);
+    case vigilBfloat16: return reduceTyped<Bfloat16>(dst, src, count, op);
   }
 }
 
 void divideInPlace(void* buf, size_t count, vigilDataType_t dtype, int divisor) {
   if (divisor < 1) return;
   switch (dtype) {
-    case vigilInt8:
-      return divideTyped<Native<int8_t>>(buf, count, divisor);
-    case vigilUint8:
-      return divideTyped<Native<uint8_t>>(buf, count, divisor);
-    case vigilInt32:
-      return divideTyped<Native<int32_t>>(buf, count, divisor);
-    case vigilUint32:
-      return divideTyped<Native<uint32_t>>(buf, count, divisor);
-    case vigilInt64:
-      return divideTyped<Native<int64_t>>(buf, count, divisor);
-    case vigilUint64:
-      return divideTyped<Native<uint64_t>>(buf, count, divisor);
-    case vigilFloat16:
-      return divideTyped<Float16>(buf, count, divisor);
-    case vigilFloat32:
-      return divideTyped<Native<float>>(buf, count, divisor);
-    case vigilFloat64:
-      return divideTyped<Native<double>>(buf, count, divisor);
-    case vigilBfloat16:
-      return divideTyped<Bfloat16>(buf, count, divisor);
+    case vigilInt8: return divideTyped<Native<int8_t>>(buf, count, divisor);
+    case vigilUint8: return divideTyped<Native<uint8_t>>(buf, count, divisor);
+    case vigilInt32: return divideTyped<Native<int32_t>>(buf, count, divisor);
+    case vigilUint32: return divideTyped<Native<uint32_t>>(buf, count, divisor);
+    case vigilInt64: return divideTyped<Native<int64_t>>(buf, count, divisor);
+    case vigilUint64: return divideTyped<Native<uint64_t>>(buf, count, divisor);
+    case vigilFloat16: return divideTyped<Float16>(buf, count, divisor);
+    case vigilFloat32: return divideTyped<Native<float>>(buf, count, divisor);
+    case vigilFloat64: return divideTyped<Native<double>>(buf, count, divisor);
+    case vigilBfloat16: return divideTyped<Bfloat16>(buf, count, divisor);
   }
 }
 
@@ -243,12 +212,9 @@ size_t findNonFinite(const void* buf, size_t count, vigilDataType_t dtype) {
   switch (dtype) {
     case vigilFloat16:  // all-ones exponent
       return findIf<uint16_t>(buf, count, [](uint16_t h) { return (h & 0x7C00u) == 0x7C00u; });
-    case vigilBfloat16:
-      return findIf<uint16_t>(buf, count, [](uint16_t h) { return (h & 0x7F80u) == 0x7F80u; });
-    case vigilFloat32:
-      return findIf<float>(buf, count, nonFiniteValue<float>);
-    case vigilFloat64:
-      return findIf<double>(buf, count, nonFiniteValue<double>);
+    case vigilBfloat16: return findIf<uint16_t>(buf, count, [](uint16_t h) { return (h & 0x7F80u) == 0x7F80u; });
+    case vigilFloat32: return findIf<float>(buf, count, nonFiniteValue<float>);
+    case vigilFloat64: return findIf<double>(buf, count, nonFiniteValue<double>);
     default:  // integer types
       return SIZE_MAX;
   }

@@ -22,8 +22,7 @@
 namespace vigil::reduce {
 
 // dst[i] = dst[i] OP src[i] for i in [0, count).
-void reduceInPlace(void* dst, const void* src, size_t count, vigilDataType_t dtype,
-                   vigilRedOp_t op);
+void reduceInPlace(void* dst, const void* src, size_t count, vigilDataType_t dtype, vigilRedOp_t op);
 
 // buf[i] /= divisor for i in [0, count). Integers truncate toward zero; floats
 // use IEEE division (half types through float32). divisor must be >= 1 (it is

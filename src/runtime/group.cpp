@@ -22,9 +22,13 @@ thread_local GroupState state;
 
 }  // namespace
 
-bool active() { return state.depth > 0; }
+bool active() {
+  return state.depth > 0;
+}
 
-void start() { ++state.depth; }
+void start() {
+  ++state.depth;
+}
 
 void add(std::shared_ptr<Communicator> comm, const OpDesc& op) {
   comm->validate(op);  // a bad argument fails at its own call, not at GroupEnd
@@ -33,7 +37,10 @@ void add(std::shared_ptr<Communicator> comm, const OpDesc& op) {
 
 void end() {
   if (state.depth == 0) {
-    ErrorBuilder(Errc::ApiGroupMisuse).op("vigilGroupEnd").cause("vigilGroupEnd without a matching vigilGroupStart").raise();
+    ErrorBuilder(Errc::ApiGroupMisuse)
+        .op("vigilGroupEnd")
+        .cause("vigilGroupEnd without a matching vigilGroupStart")
+        .raise();
   }
   if (--state.depth > 0) return;
   std::vector<Pending> ops;

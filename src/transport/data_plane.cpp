@@ -27,8 +27,7 @@ Step progressSend(int fd, DataPlane::Active& a) {
       }
     } else {
       size_t off = a.done - kHeaderBytes;
-      iov[count++] = {static_cast<uint8_t*>(const_cast<void*>(a.transfer->sendData)) + off,
-                      a.transfer->bytes - off};
+      iov[count++] = {static_cast<uint8_t*>(const_cast<void*>(a.transfer->sendData)) + off, a.transfer->bytes - off};
     }
     msghdr msg{};
     msg.msg_iov = iov;
@@ -47,8 +46,8 @@ Step progressSend(int fd, DataPlane::Active& a) {
 
 }  // namespace
 
-ExchangeFault DataPlane::exchange(std::span<const Transfer> transfers, const FrameHeader& header,
-                                  bool checkFingerprint, Deadline deadline, LivenessWatch& watch) {
+ExchangeFault DataPlane::exchange(std::span<const Transfer> transfers, const FrameHeader& header, bool checkFingerprint,
+                                  Deadline deadline, LivenessWatch& watch) {
   ExchangeFault fault;
   // The vectors are members, reused by every step: no allocation per step.
   std::vector<Active>& active = active_;
@@ -141,7 +140,8 @@ ExchangeFault DataPlane::exchange(std::span<const Transfer> transfers, const Fra
         }
         return fault;
       }
-      pfds.push_back({fds_[static_cast<size_t>(peer)].get(), static_cast<short>(a.transfer->isSend ? POLLOUT : POLLIN), 0});
+      pfds.push_back(
+          {fds_[static_cast<size_t>(peer)].get(), static_cast<short>(a.transfer->isSend ? POLLOUT : POLLIN), 0});
       if (!a.transfer->isSend) directRecvPeers_.push_back(peer);
     }
     if (allDone) return fault;

@@ -45,8 +45,8 @@ struct ExchangeFault {
     IoError,
   } kind = Kind::None;
   int peer = -1;
-  int goneStatus = 0;       // for PeerGone: watcher-defined
-  FrameHeader expected{};   // for HeaderMismatch / Protocol
+  int goneStatus = 0;      // for PeerGone: watcher-defined
+  FrameHeader expected{};  // for HeaderMismatch / Protocol
   FrameHeader received{};
   size_t expectedBytes = 0;
   int err = 0;
@@ -79,8 +79,8 @@ class DataPlane {
 
   // Runs `transfers`, each framed with `header` (its `bytes` is set per
   // transfer). Returns a fault with Kind::None on success.
-  ExchangeFault exchange(std::span<const Transfer> transfers, const FrameHeader& header,
-                         bool checkFingerprint, Deadline deadline, LivenessWatch& watch);
+  ExchangeFault exchange(std::span<const Transfer> transfers, const FrameHeader& header, bool checkFingerprint,
+                         Deadline deadline, LivenessWatch& watch);
 
   int fd(int peer) const { return fds_[static_cast<size_t>(peer)].get(); }
   void closeAll() { fds_.clear(); }

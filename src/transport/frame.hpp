@@ -26,8 +26,8 @@ struct FrameHeader {
 
   // Same operation (everything but the payload size)?
   bool sameOp(const FrameHeader& o) const {
-    return kind == o.kind && op == o.op && dtype == o.dtype && redop == o.redop &&
-           root == o.root && seq == o.seq && count == o.count;
+    return kind == o.kind && op == o.op && dtype == o.dtype && redop == o.redop && root == o.root && seq == o.seq &&
+           count == o.count;
   }
 };
 static_assert(sizeof(FrameHeader) == 40);

@@ -38,7 +38,7 @@ std::string describe(const Parts&... parts) {
 }
 
 inline  // The reduction of every rank's input, folded in rank order; exact inputs
-    // make this equal to any other order.
+        // make this equal to any other order.
     std::vector<uint8_t>
     reference(vigilDataType_t t, vigilRedOp_t op, int n, size_t count, size_t offset = 0) {
   std::vector<uint8_t> acc = bytesOf(t, count), next = bytesOf(t, count);

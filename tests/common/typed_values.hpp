@@ -32,8 +32,8 @@ inline std::vector<uint8_t> bytesOf(vigilDataType_t t, size_t count) {
   return std::vector<uint8_t>(count * dtypeSize(t));
 }
 
-constexpr vigilDataType_t kAllTypes[] = {vigilInt8,    vigilUint8,   vigilInt32,   vigilUint32, vigilInt64,
-                                         vigilUint64,  vigilFloat16, vigilFloat32, vigilFloat64, vigilBfloat16};
+constexpr vigilDataType_t kAllTypes[] = {vigilInt8,   vigilUint8,   vigilInt32,   vigilUint32,  vigilInt64,
+                                         vigilUint64, vigilFloat16, vigilFloat32, vigilFloat64, vigilBfloat16};
 constexpr vigilRedOp_t kAllOps[] = {vigilSum, vigilProd, vigilMax, vigilMin, vigilAvg};
 
 // An input value that keeps every reduction exact in every type (so any

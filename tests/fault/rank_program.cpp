@@ -19,11 +19,10 @@
 //   OK rank <r> / INITFAIL rc=<int> text=<...>      init-only (exit code 0 / 5)
 // Other exit codes: 2 bad usage, 5 init failed, 6 another API call failed.
 
-#include <vigil/vigil.h>
-
 #include <signal.h>
 #include <time.h>
 #include <unistd.h>
+#include <vigil/vigil.h>
 
 #include <cstdio>
 #include <cstdlib>

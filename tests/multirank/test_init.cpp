@@ -39,7 +39,9 @@ std::vector<Outcome> initAll(const vigilRootInfo& info, const std::vector<std::p
   return out;
 }
 
-bool contains(const std::string& text, const std::string& part) { return text.find(part) != std::string::npos; }
+bool contains(const std::string& text, const std::string& part) {
+  return text.find(part) != std::string::npos;
+}
 
 TEST(Init, MissingRankIsNamedAfterTheConnectTimeout) {
   vigilRootInfo info = newRootInfo();
@@ -128,8 +130,7 @@ TEST(Init, VersionSkewIsReportedWithBothVersions) {
       EXPECT_EQ(o->rc, vigilMismatch) << o->text;
       EXPECT_TRUE(contains(o->text, "VG-BOOT-005")) << o->text;
       EXPECT_TRUE(contains(o->text, "rank 1")) << o->text;
-      EXPECT_TRUE(contains(o->text, std::to_string(wireSkew ? VIGIL_VERSION_CODE : VIGIL_VERSION_CODE + 1)))
-          << o->text;
+      EXPECT_TRUE(contains(o->text, std::to_string(wireSkew ? VIGIL_VERSION_CODE : VIGIL_VERSION_CODE + 1))) << o->text;
     }
     std::cout << "version skew report:\n  " << current.text << "\n";
   }

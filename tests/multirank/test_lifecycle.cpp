@@ -23,7 +23,9 @@ using std::chrono::steady_clock;
 double msFrom(steady_clock::time_point t) {
   return std::chrono::duration<double, std::milli>(steady_clock::now() - t).count();
 }
-bool contains(const std::string& text, const std::string& part) { return text.find(part) != std::string::npos; }
+bool contains(const std::string& text, const std::string& part) {
+  return text.find(part) != std::string::npos;
+}
 
 // Blocks until thread `tid` is asleep in the kernel (in the op's poll), or
 // fails the test after 10 s. Polling /proc is how a test can see it.
@@ -97,27 +99,30 @@ TEST(Lifecycle, AbortFromAnotherThreadReleasesABlockedOp) {
 TEST(Lifecycle, TimeoutNamesTheRankThatDidNotProgress) {
   std::promise<void> timedOut;
   std::shared_future<void> done = timedOut.get_future().share();
-  runRanks(2, [&](int rank, vigilComm_t comm) {
-    int x = rank;
-    if (rank == 1) {
-      done.wait();
-      EXPECT_EQ(vigilAllReduce(&x, &x, 1, vigilInt32, vigilSum, comm, nullptr), vigilRemoteError);
-      EXPECT_TRUE(contains(vigilGetLastError(comm), "VG-OP-001")) << "the peer's timeout is quoted: "
-                                                                 << vigilGetLastError(comm);
-      return;
-    }
-    auto start = steady_clock::now();
-    vigilResult_t rc = vigilAllReduce(&x, &x, 1, vigilInt32, vigilSum, comm, nullptr);
-    double ms = msFrom(start);
-    std::string text = vigilGetLastError(comm);
-    timedOut.set_value();
-    EXPECT_EQ(rc, vigilTimeout) << text;
-    EXPECT_TRUE(contains(text, "VG-OP-001: rank 0/2")) << text;
-    EXPECT_TRUE(contains(text, "allreduce seq 1: timed out after 0.5")) << text;
-    EXPECT_TRUE(contains(text, "receiving from rank 1")) << text;
-    EXPECT_GE(ms, 490.0);
-    EXPECT_LT(ms, 5000.0);
-  }, testConfig(500));
+  runRanks(
+      2,
+      [&](int rank, vigilComm_t comm) {
+        int x = rank;
+        if (rank == 1) {
+          done.wait();
+          EXPECT_EQ(vigilAllReduce(&x, &x, 1, vigilInt32, vigilSum, comm, nullptr), vigilRemoteError);
+          EXPECT_TRUE(contains(vigilGetLastError(comm), "VG-OP-001"))
+              << "the peer's timeout is quoted: " << vigilGetLastError(comm);
+          return;
+        }
+        auto start = steady_clock::now();
+        vigilResult_t rc = vigilAllReduce(&x, &x, 1, vigilInt32, vigilSum, comm, nullptr);
+        double ms = msFrom(start);
+        std::string text = vigilGetLastError(comm);
+        timedOut.set_value();
+        EXPECT_EQ(rc, vigilTimeout) << text;
+        EXPECT_TRUE(contains(text, "VG-OP-001: rank 0/2")) << text;
+        EXPECT_TRUE(contains(text, "allreduce seq 1: timed out after 0.5")) << text;
+        EXPECT_TRUE(contains(text, "receiving from rank 1")) << text;
+        EXPECT_GE(ms, 490.0);
+        EXPECT_LT(ms, 5000.0);
+      },
+      testConfig(500));
 }
 
 TEST(Lifecycle, DifferentCollectivesAreAMismatchOnEveryRank) {
@@ -164,7 +169,8 @@ TEST(Lifecycle, DifferentCollectivesAreAMismatchOnEveryRank) {
       EXPECT_TRUE(contains(text, "VG-OP-002")) << text;
       for (const char* part : c.expect) EXPECT_TRUE(contains(text, part)) << text;
       EXPECT_LT(ms, 2000.0);
-      if (rank == 0 && std::string(c.what) == "allreduce vs broadcast") std::cout << "mismatch report: " << text << "\n";
+      if (rank == 0 && std::string(c.what) == "allreduce vs broadcast")
+        std::cout << "mismatch report: " << text << "\n";
       // Sticky: the next op returns the stored error.
       int y = 0;
       EXPECT_EQ(vigilAllReduce(&y, &y, 1, vigilInt32, vigilSum, comm, nullptr), vigilMismatch);

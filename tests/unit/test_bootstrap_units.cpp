@@ -4,9 +4,8 @@
 #include <gtest/gtest.h>
 #include <sys/socket.h>
 
-#include <thread>
-
 #include <map>
+#include <thread>
 
 #include "bootstrap/launch_env.hpp"
 #include "bootstrap/mesh.hpp"
@@ -68,8 +67,10 @@ TEST(PortRange, TakesTheNextFreePortAndNamesTheRangeWhenFull) {
     try {
       listenInRange(lo, {candidate, static_cast<uint16_t>(candidate + 2)}, "probe");
       Listener a = listenInRange(lo, {candidate, candidate}, "probe");
-      Listener b = listenInRange(lo, {static_cast<uint16_t>(candidate + 1), static_cast<uint16_t>(candidate + 1)}, "probe");
-      Listener c = listenInRange(lo, {static_cast<uint16_t>(candidate + 2), static_cast<uint16_t>(candidate + 2)}, "probe");
+      Listener b =
+          listenInRange(lo, {static_cast<uint16_t>(candidate + 1), static_cast<uint16_t>(candidate + 1)}, "probe");
+      Listener c =
+          listenInRange(lo, {static_cast<uint16_t>(candidate + 2), static_cast<uint16_t>(candidate + 2)}, "probe");
       base = candidate;
     } catch (const Error&) {
     }
@@ -139,8 +140,8 @@ TEST(Mesh, StrangersAtARankListenerAreClosedAndTheMeshCompletes) {
   for (int r = 0; r < 3; ++r) {
     threads.emplace_back([&, r] {
       try {
-        meshes[static_cast<size_t>(r)] =
-            connectMesh(listeners[static_cast<size_t>(r)], peers, r, token, VIGIL_VERSION_CODE, Deadline::afterMs(20000));
+        meshes[static_cast<size_t>(r)] = connectMesh(listeners[static_cast<size_t>(r)], peers, r, token,
+                                                     VIGIL_VERSION_CODE, Deadline::afterMs(20000));
       } catch (const Error& e) {
         errors[static_cast<size_t>(r)] = e.text();
       }
@@ -189,34 +190,40 @@ TEST(LaunchEnv, EveryLauncherIsRecognised) {
   EXPECT_EQ(a.root.token, root.token);
   EXPECT_FALSE(a.hostsRoot);
 
-  LaunchEnv t = launchFrom({{"MASTER_ADDR", "127.0.0.1"}, {"MASTER_PORT", "29500"}, {"RANK", "0"}, {"WORLD_SIZE", "2"}});
+  LaunchEnv t =
+      launchFrom({{"MASTER_ADDR", "127.0.0.1"}, {"MASTER_PORT", "29500"}, {"RANK", "0"}, {"WORLD_SIZE", "2"}});
   EXPECT_EQ(t.launcher, "torchrun");
   EXPECT_TRUE(t.hostsRoot);
   EXPECT_EQ(t.root.address.toString(), "127.0.0.1:29500");
-  LaunchEnv agent = launchFrom({{"MASTER_ADDR", "127.0.0.1"}, {"MASTER_PORT", "29500"}, {"RANK", "1"},
-                                {"WORLD_SIZE", "2"}, {"TORCHELASTIC_USE_AGENT_STORE", "True"}});
+  LaunchEnv agent = launchFrom({{"MASTER_ADDR", "127.0.0.1"},
+                                {"MASTER_PORT", "29500"},
+                                {"RANK", "1"},
+                                {"WORLD_SIZE", "2"},
+                                {"TORCHELASTIC_USE_AGENT_STORE", "True"}});
   EXPECT_EQ(agent.root.address.port(), 29501) << "torchrun's agent holds MASTER_PORT";
-  EXPECT_EQ(agent.root.token, launchFrom({{"MASTER_ADDR", "127.0.0.1"}, {"MASTER_PORT", "29501"}, {"RANK", "0"},
-                                          {"WORLD_SIZE", "2"}, {"VIGIL_ROOT_PORT", "29501"}})
+  EXPECT_EQ(agent.root.token, launchFrom({{"MASTER_ADDR", "127.0.0.1"},
+                                          {"MASTER_PORT", "29501"},
+                                          {"RANK", "0"},
+                                          {"WORLD_SIZE", "2"},
+                                          {"VIGIL_ROOT_PORT", "29501"}})
                                   .root.token)
       << "every rank derives the same token";
 
-  LaunchEnv m = launchFrom({{"OMPI_COMM_WORLD_RANK", "3"}, {"OMPI_COMM_WORLD_SIZE", "8"}, {"VIGIL_ROOT_ADDR", "127.0.0.1:5000"}});
+  LaunchEnv m =
+      launchFrom({{"OMPI_COMM_WORLD_RANK", "3"}, {"OMPI_COMM_WORLD_SIZE", "8"}, {"VIGIL_ROOT_ADDR", "127.0.0.1:5000"}});
   EXPECT_EQ(m.launcher, "Open MPI");
   EXPECT_EQ(m.rank, 3);
   EXPECT_EQ(m.root.address.port(), 5000);
   LaunchEnv s = launchFrom({{"SLURM_PROCID", "1"}, {"SLURM_NTASKS", "2"}, {"VIGIL_ROOT_ADDR", "[::1]:6000"}});
   EXPECT_EQ(s.launcher, "SLURM");
   EXPECT_EQ(s.root.address.toString(), "[::1]:6000");
-  LaunchEnv s2 = launchFrom({{"SLURM_PROCID", "1"}, {"SLURM_NTASKS", "2"}, {"SLURM_JOB_ID", "77"},
-                             {"VIGIL_ROOT_ADDR", "[::1]:6000"}});
+  LaunchEnv s2 = launchFrom(
+      {{"SLURM_PROCID", "1"}, {"SLURM_NTASKS", "2"}, {"SLURM_JOB_ID", "77"}, {"VIGIL_ROOT_ADDR", "[::1]:6000"}});
   EXPECT_NE(s.root.token, s2.root.token) << "another job id, another token";
 }
 
 TEST(LaunchEnv, MissingOrMalformedVariablesAreNamed) {
-  auto fails = [](const std::map<std::string, std::string>& env) {
-    return errorText([&] { launchFrom(env); });
-  };
+  auto fails = [](const std::map<std::string, std::string>& env) { return errorText([&] { launchFrom(env); }); };
   std::string none = fails({});
   EXPECT_EQ(none.rfind("VG-BOOT-009: ", 0), 0u) << none;
   std::string half = fails({{"RANK", "0"}});
@@ -231,7 +238,8 @@ TEST(LaunchEnv, MissingOrMalformedVariablesAreNamed) {
   EXPECT_NE(noRoot.find("VIGIL_ROOT_ADDR"), std::string::npos) << noRoot;
   std::string noPort = fails({{"RANK", "0"}, {"WORLD_SIZE", "2"}, {"MASTER_ADDR", "127.0.0.1"}});
   EXPECT_NE(noPort.find("MASTER_PORT is not"), std::string::npos) << noPort;
-  std::string badHost = fails({{"RANK", "0"}, {"WORLD_SIZE", "2"}, {"MASTER_ADDR", "no-such-host.invalid"}, {"MASTER_PORT", "1"}});
+  std::string badHost =
+      fails({{"RANK", "0"}, {"WORLD_SIZE", "2"}, {"MASTER_ADDR", "no-such-host.invalid"}, {"MASTER_PORT", "1"}});
   EXPECT_EQ(badHost.rfind("VG-NET-005: ", 0), 0u) << badHost;
 }
 

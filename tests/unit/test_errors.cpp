@@ -58,7 +58,8 @@ TEST(ErrorTable, DocsListEveryIdWithItsResult) {
   for (const ErrcInfo& info : allErrcInfo()) {
     table.insert(info.id);
     const std::string section = "## " + std::string(info.id) + "\n\n**Result:** `" + resultName(info.result) + "`";
-    EXPECT_NE(docs.find(section), std::string::npos) << info.id << " is missing or has another result in docs/errors.md";
+    EXPECT_NE(docs.find(section), std::string::npos)
+        << info.id << " is missing or has another result in docs/errors.md";
     for (const char* part : {"**Meaning:**", "**Cause:**", "**Remedy:**"}) {
       size_t at = docs.find(section);
       size_t next = docs.find("\n## ", at + 1);
@@ -84,8 +85,8 @@ TEST(ErrorBuilder, MessagesHaveOneShape) {
   EXPECT_EQ(init.text(),
             "VG-API-010: init: rank 5 of nranks 4 is out of range. Remedy: pass nranks >= 1 and 0 <= rank < nranks.");
   Error plain = ErrorBuilder(Errc::CommFinalized).build();
-  EXPECT_EQ(plain.text(), std::string("VG-COMM-003: ") + errcInfo(Errc::CommFinalized).meaning + ". Remedy: " +
-                              errcInfo(Errc::CommFinalized).remedy + ".");
+  EXPECT_EQ(plain.text(), std::string("VG-COMM-003: ") + errcInfo(Errc::CommFinalized).meaning +
+                              ". Remedy: " + errcInfo(Errc::CommFinalized).remedy + ".");
 }
 
 TEST(ErrorBuilder, RankListsStayShort) {

@@ -27,9 +27,8 @@ using vigil::reduce::divideInPlace;
 using vigil::reduce::findNonFinite;
 using vigil::reduce::reduceInPlace;
 
-constexpr vigilDataType_t kTypes[] = {vigilInt8,    vigilUint8,   vigilInt32,   vigilUint32,
-                                      vigilInt64,   vigilUint64,  vigilFloat16, vigilFloat32,
-                                      vigilFloat64, vigilBfloat16};
+constexpr vigilDataType_t kTypes[] = {vigilInt8,   vigilUint8,   vigilInt32,   vigilUint32,  vigilInt64,
+                                      vigilUint64, vigilFloat16, vigilFloat32, vigilFloat64, vigilBfloat16};
 constexpr vigilRedOp_t kOps[] = {vigilSum, vigilProd, vigilMax, vigilMin, vigilAvg};
 constexpr size_t kCounts[] = {0, 1, 7, 1000, 4099};
 const char* const kTypeNames[] = {"int8",   "uint8",   "int32",   "uint32",  "int64",
@@ -49,18 +48,22 @@ double roundToFormat(double v, int digits, int minExp, double maxFinite) {
   const double r = std::nearbyint(v / quantum) * quantum;
   return std::fabs(r) > maxFinite ? std::copysign(INFINITY, v) : r;
 }
-double roundHalf(double v) { return roundToFormat(v, 11, -14, 65504.0); }
-double roundBf16(double v) { return roundToFormat(v, 8, -126, 0x1.FEp127); }
+double roundHalf(double v) {
+  return roundToFormat(v, 11, -14, 65504.0);
+}
+double roundBf16(double v) {
+  return roundToFormat(v, 8, -126, 0x1.FEp127);
+}
 
 double decodeHalf(uint16_t h) {
   const int e = (h >> 10) & 0x1F, m = h & 0x3FF;
-  const double mag = e == 0x1F ? (m ? NAN : INFINITY)
-                     : e == 0  ? std::ldexp(m, -24)
-                               : std::ldexp(1024 + m, e - 25);
+  const double mag = e == 0x1F ? (m ? NAN : INFINITY) : e == 0 ? std::ldexp(m, -24) : std::ldexp(1024 + m, e - 25);
   return (h & 0x8000) ? -mag : mag;
 }
 
-uint32_t bitsOf(float f) { return std::bit_cast<uint32_t>(f); }
+uint32_t bitsOf(float f) {
+  return std::bit_cast<uint32_t>(f);
+}
 
 template <typename T>
 bool sameValue(T a, T b) {  // bitwise, except that any NaN equals any NaN
@@ -73,14 +76,10 @@ bool sameValue(T a, T b) {  // bitwise, except that any NaN equals any NaN
 double refOp(double a, double b, vigilRedOp_t op) {
   if (std::isnan(a) || std::isnan(b)) return NAN;
   switch (op) {
-    case vigilProd:
-      return a * b;
-    case vigilMax:
-      return a > b ? a : b;
-    case vigilMin:
-      return a < b ? a : b;
-    default:
-      return a + b;  // sum, avg
+    case vigilProd: return a * b;
+    case vigilMax: return a > b ? a : b;
+    case vigilMin: return a < b ? a : b;
+    default: return a + b;  // sum, avg
   }
 }
 
@@ -92,14 +91,10 @@ struct IntKind {
   static S ref(S a, S b, vigilRedOp_t op) {
     const uint64_t ua = static_cast<uint64_t>(a), ub = static_cast<uint64_t>(b);
     switch (op) {  // two's complement wrap: mod 2^64, then truncated (modular in C++20)
-      case vigilProd:
-        return static_cast<S>(ua * ub);
-      case vigilMax:
-        return a > b ? a : b;
-      case vigilMin:
-        return a < b ? a : b;
-      default:
-        return static_cast<S>(ua + ub);
+      case vigilProd: return static_cast<S>(ua * ub);
+      case vigilMax: return a > b ? a : b;
+      case vigilMin: return a < b ? a : b;
+      default: return static_cast<S>(ua + ub);
     }
   }
   static bool same(S a, S b) { return a == b; }
@@ -157,34 +152,24 @@ void checkReduce(vigilDataType_t dtype, vigilRedOp_t op, size_t count, bool rand
   reduceInPlace(dst.data(), src.data(), count, dtype, op);
   for (size_t i = 0; i < count + kGuard; ++i) {
     const S want = i < count ? Kind::ref(dst0[i], src0[i], op) : dst0[i];
-    ASSERT_TRUE(Kind::same(dst[i], want)) << "index " << i << " got " << +dst[i] << " want "
-                                          << +want << " from " << +dst0[i] << ", " << +src0[i];
+    ASSERT_TRUE(Kind::same(dst[i], want))
+        << "index " << i << " got " << +dst[i] << " want " << +want << " from " << +dst0[i] << ", " << +src0[i];
   }
   ASSERT_EQ(std::memcmp(src.data(), src0.data(), src.size() * sizeof(S)), 0) << "src modified";
 }
 
 void checkReduceAny(vigilDataType_t dtype, vigilRedOp_t op, size_t count, bool random) {
   switch (dtype) {
-    case vigilInt8:
-      return checkReduce<IntKind<int8_t>>(dtype, op, count, random);
-    case vigilUint8:
-      return checkReduce<IntKind<uint8_t>>(dtype, op, count, random);
-    case vigilInt32:
-      return checkReduce<IntKind<int32_t>>(dtype, op, count, random);
-    case vigilUint32:
-      return checkReduce<IntKind<uint32_t>>(dtype, op, count, random);
-    case vigilInt64:
-      return checkReduce<IntKind<int64_t>>(dtype, op, count, random);
-    case vigilUint64:
-      return checkReduce<IntKind<uint64_t>>(dtype, op, count, random);
-    case vigilFloat16:
-      return checkReduce<Half16Kind<false>>(dtype, op, count, random);
-    case vigilFloat32:
-      return checkReduce<FloatKind<float>>(dtype, op, count, random);
-    case vigilFloat64:
-      return checkReduce<FloatKind<double>>(dtype, op, count, random);
-    case vigilBfloat16:
-      return checkReduce<Half16Kind<true>>(dtype, op, count, random);
+    case vigilInt8: return checkReduce<IntKind<int8_t>>(dtype, op, count, random);
+    case vigilUint8: return checkReduce<IntKind<uint8_t>>(dtype, op, count, random);
+    case vigilInt32: return checkReduce<IntKind<int32_t>>(dtype, op, count, random);
+    case vigilUint32: return checkReduce<IntKind<uint32_t>>(dtype, op, count, random);
+    case vigilInt64: return checkReduce<IntKind<int64_t>>(dtype, op, count, random);
+    case vigilUint64: return checkReduce<IntKind<uint64_t>>(dtype, op, count, random);
+    case vigilFloat16: return checkReduce<Half16Kind<false>>(dtype, op, count, random);
+    case vigilFloat32: return checkReduce<FloatKind<float>>(dtype, op, count, random);
+    case vigilFloat64: return checkReduce<FloatKind<double>>(dtype, op, count, random);
+    case vigilBfloat16: return checkReduce<Half16Kind<true>>(dtype, op, count, random);
   }
 }
 
@@ -205,8 +190,7 @@ TEST_P(ReduceAll, MatchesScalarReference) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(Reduce, ReduceAll,
-                         ::testing::Combine(::testing::ValuesIn(kTypes), ::testing::ValuesIn(kOps)),
+INSTANTIATE_TEST_SUITE_P(Reduce, ReduceAll, ::testing::Combine(::testing::ValuesIn(kTypes), ::testing::ValuesIn(kOps)),
                          [](const auto& info) {
                            return std::string(kTypeNames[std::get<0>(info.param)]) + "_" +
                                   kOpNames[std::get<1>(info.param)];
@@ -282,8 +266,7 @@ TEST(Divide, IntegersTruncateTowardZero) {
   EXPECT_EQ(u8[1], 0);
   int32_t i32[] = {-7, INT32_MIN, INT32_MAX};
   divideInPlace(i32, 3, vigilInt32, 4);
-  EXPECT_EQ(std::vector<int32_t>(i32, i32 + 3),
-            (std::vector<int32_t>{-1, INT32_MIN / 4, INT32_MAX / 4}));
+  EXPECT_EQ(std::vector<int32_t>(i32, i32 + 3), (std::vector<int32_t>{-1, INT32_MIN / 4, INT32_MAX / 4}));
   uint32_t u32[] = {0xFFFFFFFFu};
   divideInPlace(u32, 1, vigilUint32, 16);
   EXPECT_EQ(u32[0], 0x0FFFFFFFu);
@@ -326,8 +309,8 @@ TEST(Divide, FloatsAreCorrectlyRounded) {
     for (size_t i = 0; i < h.size(); ++i) {
       const auto x = static_cast<uint16_t>(i);
       ASSERT_TRUE(sameValue(decodeHalf(h[i]), roundHalf(decodeHalf(x) / d))) << std::hex << i;
-      ASSERT_TRUE(sameValue(static_cast<double>(bfloat16ToFloat(b[i])),
-                            roundBf16(bfloat16ToFloat(x) / static_cast<double>(d))))
+      ASSERT_TRUE(
+          sameValue(static_cast<double>(bfloat16ToFloat(b[i])), roundBf16(bfloat16ToFloat(x) / static_cast<double>(d))))
           << std::hex << i;
     }
   }
@@ -357,14 +340,13 @@ TEST(FindNonFinite, EachFloatType) {
   checkFind<uint16_t>(vigilBfloat16, 0xFF7F, 0x7FC1, 0x7F80, 0xFF80);
   checkFind<float>(vigilFloat32, -std::numeric_limits<float>::max(), NAN, INFINITY, -INFINITY);
   checkFind<double>(vigilFloat64, std::numeric_limits<double>::max(), NAN, INFINITY, -INFINITY);
-  checkFind<float>(vigilFloat32, std::numeric_limits<float>::denorm_min(),
-                   std::bit_cast<float>(0xFF800001u), INFINITY, -INFINITY);
+  checkFind<float>(vigilFloat32, std::numeric_limits<float>::denorm_min(), std::bit_cast<float>(0xFF800001u), INFINITY,
+                   -INFINITY);
 }
 
 TEST(FindNonFinite, IntegersNeverHaveOne) {
   std::vector<uint8_t> ones(8 * 100, 0xFF);  // would be NaN in any float type
-  for (vigilDataType_t t :
-       {vigilInt8, vigilUint8, vigilInt32, vigilUint32, vigilInt64, vigilUint64}) {
+  for (vigilDataType_t t : {vigilInt8, vigilUint8, vigilInt32, vigilUint32, vigilInt64, vigilUint64}) {
     EXPECT_EQ(findNonFinite(ones.data(), 100, t), SIZE_MAX);
   }
 }
