@@ -53,7 +53,7 @@ int main() {
 
   // The failure: the last rank leaves the loop one step early.
   if (rank == n - 1) {
-    std::printf("rank %d: leaving early without telling anyone (vigilCommDestroy + exit)\n", rank);
+    std::printf("rank %d: leaving the loop one step early (vigilCommDestroy, then exit)\n", rank);
     std::fflush(stdout);
     vigilCommDestroy(comm);
     return 0;
