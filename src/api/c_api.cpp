@@ -9,30 +9,27 @@
 #include "comm/registry.hpp"
 #include "core/dtype.hpp"
 #include "runtime/group.hpp"
+#include "runtime/stream.hpp"
 #include "vigil/vigil.h"
 
 using namespace vigil;
 
 namespace {
 
-void requireNullStream(vigilStream_t stream, OpKind kind) {
-  if (stream != nullptr) {
-    ErrorBuilder(Errc::ApiNotSupported)
-        .op(opName(kind))
-        .cause("this build runs operations on the NULL stream only (blocking calls)")
-        .remedy("pass NULL as the stream")
-        .raise();
-  }
-}
-
 vigilResult_t submit(vigilComm_t comm, vigilStream_t stream, const OpDesc& op) {
   return api::guarded(comm, [&] {
     std::shared_ptr<Communicator> c = api::acquire(comm);
-    requireNullStream(stream, op.kind);
+    std::shared_ptr<Stream> s = api::streamOf(stream);
     if (group::active()) {
-      group::add(std::move(c), op);
-    } else {
+      group::add(std::move(c), op, std::move(s));
+    } else if (!s) {
       c->run(op);
+    } else {
+      // Checked now, run later: a bad argument or a broken communicator is
+      // reported by this call; what happens on the wire, at synchronize.
+      c->validate(op);
+      c->checkUsable();
+      s->enqueue([c, owned = OwnedOpDesc(op, c->nranks())] { c->run(owned.get()); });
     }
   });
 }
@@ -192,44 +189,6 @@ vigilResult_t vigilCommAbort(vigilComm_t comm) {
   return api::guarded(comm, [&] {
     if (std::shared_ptr<Communicator> c = api::retire(comm)) c->abort();
   });
-}
-
-// ---- Streams and events: not in this build --------------------------------
-
-vigilResult_t vigilStreamCreate(vigilStream_t* stream) {
-  if (stream != nullptr) *stream = nullptr;
-  return notSupported("vigilStreamCreate");
-}
-vigilResult_t vigilStreamDestroy(vigilStream_t) {
-  return notSupported("vigilStreamDestroy");
-}
-vigilResult_t vigilStreamSynchronize(vigilStream_t stream) {
-  return stream == nullptr ? vigilSuccess : notSupported("vigilStreamSynchronize");
-}
-vigilResult_t vigilStreamQuery(vigilStream_t stream) {
-  return stream == nullptr ? vigilSuccess : notSupported("vigilStreamQuery");
-}
-vigilResult_t vigilLaunchHostFunc(vigilStream_t, vigilHostFn_t, void*) {
-  return notSupported("vigilLaunchHostFunc");
-}
-vigilResult_t vigilEventCreate(vigilEvent_t* event) {
-  if (event != nullptr) *event = nullptr;
-  return notSupported("vigilEventCreate");
-}
-vigilResult_t vigilEventRecord(vigilEvent_t, vigilStream_t) {
-  return notSupported("vigilEventRecord");
-}
-vigilResult_t vigilStreamWaitEvent(vigilStream_t, vigilEvent_t) {
-  return notSupported("vigilStreamWaitEvent");
-}
-vigilResult_t vigilEventSynchronize(vigilEvent_t) {
-  return notSupported("vigilEventSynchronize");
-}
-vigilResult_t vigilEventQuery(vigilEvent_t) {
-  return notSupported("vigilEventQuery");
-}
-vigilResult_t vigilEventDestroy(vigilEvent_t) {
-  return notSupported("vigilEventDestroy");
 }
 
 // ---- Collectives and point-to-point ----------------------------------------

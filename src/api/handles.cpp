@@ -54,6 +54,28 @@ std::shared_ptr<Communicator> retire(vigilComm_t comm) {
   return impl;
 }
 
+std::shared_ptr<Stream> streamOf(vigilStream_t stream) {
+  if (stream == nullptr) return nullptr;
+  if (stream->magic != vigilStream::kLive) {
+    ErrorBuilder(Errc::ApiBadHandle)
+        .cause("stream ", static_cast<const void*>(stream), " is not a live vigil stream")
+        .remedy("pass NULL or a stream from vigilStreamCreate that was not destroyed")
+        .raise();
+  }
+  return stream->impl;
+}
+
+vigilEvent& eventOf(vigilEvent_t event) {
+  if (event == nullptr) ErrorBuilder(Errc::ApiNullArgument).cause("event is NULL").raise();
+  if (event->magic != vigilEvent::kLive) {
+    ErrorBuilder(Errc::ApiBadHandle)
+        .cause("event ", static_cast<const void*>(event), " is not a live vigil event")
+        .remedy("pass an event from vigilEventCreate that was not destroyed")
+        .raise();
+  }
+  return *event;
+}
+
 void setLastError(vigilComm_t comm, const std::string& text) {
   lastErrors[comm] = text;
   if (comm != nullptr) lastErrors[nullptr] = text;  // also "the last error of this thread"

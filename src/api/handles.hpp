@@ -6,8 +6,10 @@
 #include <atomic>
 #include <cstdint>
 #include <memory>
+#include <mutex>
 
 #include "comm/communicator.hpp"
+#include "runtime/stream.hpp"
 
 struct vigilComm {
   static constexpr uint64_t kLive = 0x5649474c434f4d4dULL;  // "VIGLCOMM"
@@ -16,7 +18,25 @@ struct vigilComm {
   std::atomic<std::shared_ptr<vigil::Communicator>> impl;
 };
 
+struct vigilStream {
+  static constexpr uint64_t kLive = 0x5649474c5354524dULL;  // "VIGLSTRM"
+  uint64_t magic = kLive;
+  std::shared_ptr<vigil::Stream> impl;
+};
+
+struct vigilEvent {
+  static constexpr uint64_t kLive = 0x5649474c4556454eULL;  // "VIGLEVEN"
+  uint64_t magic = kLive;
+  std::mutex mutex;  // record and wait may race from different threads
+  vigil::Event event;
+};
+
 namespace vigil::api {
+
+// The stream behind a handle (null for the NULL stream); throws VG-API-013
+// for a pointer that is not a live vigil stream.
+std::shared_ptr<Stream> streamOf(vigilStream_t stream);
+vigilEvent& eventOf(vigilEvent_t event);
 
 vigilComm_t makeHandle(std::shared_ptr<Communicator> comm);
 // The live communicator behind a handle; throws VG-API-013 / VG-API-007.

@@ -58,6 +58,9 @@ class Communicator : private algo::StepRunner, private LivenessWatch {
   void abort();
   // The stored error if an earlier op broke the communicator.
   std::optional<Error> asyncError() const;
+  // Throws if no operation may start: finalized, destroyed, or failed earlier
+  // (then with the first error's result code and text).
+  void checkUsable() const;
 
   ErrorBuilder error(Errc errc) const { return ErrorBuilder(errc).rank(rank_, nranks_).comm(name_); }
 
@@ -74,7 +77,6 @@ class Communicator : private algo::StepRunner, private LivenessWatch {
 
   void runCollective(const OpDesc& op);
   void runPointToPointBatch(std::span<const OpDesc> ops);
-  void checkUsable() const;
   // Peers that are gone and have not completed `seq` (-1: any), root causes
   // first: a peer that left because another failed comes last.
   std::vector<int> gonePeersByCause(int64_t seq) const;

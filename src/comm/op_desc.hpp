@@ -2,6 +2,7 @@
 // One operation as the API layer hands it to a communicator.
 
 #include <cstddef>
+#include <vector>
 
 #include "core/op_kind.hpp"
 #include "vigil/vigil.h"
@@ -27,6 +28,31 @@ struct OpDesc {
   bool hasRoot() const {
     return kind == OpKind::Broadcast || kind == OpKind::Reduce || kind == OpKind::Gather || kind == OpKind::Scatter;
   }
+};
+
+// An OpDesc that owns its all-to-all-v arrays: queued work must not point
+// into the caller's arrays, which may be gone when the work runs.
+class OwnedOpDesc {
+ public:
+  OwnedOpDesc(const OpDesc& op, int nranks) : op_(op) {
+    if (op.kind != OpKind::AllToAllV) return;
+    const auto n = static_cast<size_t>(nranks);
+    arrays_.assign(op.sendcounts, op.sendcounts + n);
+    arrays_.insert(arrays_.end(), op.sdispls, op.sdispls + n);
+    arrays_.insert(arrays_.end(), op.recvcounts, op.recvcounts + n);
+    arrays_.insert(arrays_.end(), op.rdispls, op.rdispls + n);
+    op_.sendcounts = arrays_.data();
+    op_.sdispls = arrays_.data() + n;
+    op_.recvcounts = arrays_.data() + 2 * n;
+    op_.rdispls = arrays_.data() + 3 * n;
+  }
+  OwnedOpDesc(const OwnedOpDesc& other) : OwnedOpDesc(other.op_, static_cast<int>(other.arrays_.size() / 4)) {}
+  OwnedOpDesc& operator=(const OwnedOpDesc&) = delete;
+  const OpDesc& get() const { return op_; }
+
+ private:
+  OpDesc op_;
+  std::vector<size_t> arrays_;
 };
 
 }  // namespace vigil

@@ -4,49 +4,27 @@
 #include <vector>
 
 #include "comm/communicator.hpp"
+#include "runtime/stream.hpp"
 
 namespace vigil::group {
 namespace {
 
 struct Pending {
   std::shared_ptr<Communicator> comm;
-  OpDesc op;
+  OwnedOpDesc op;
 };
 
 struct GroupState {
   int depth = 0;
   std::vector<Pending> ops;
+  std::shared_ptr<Stream> stream;
+  bool mixedStreams = false;
 };
 
 thread_local GroupState state;
 
-}  // namespace
-
-bool active() {
-  return state.depth > 0;
-}
-
-void start() {
-  ++state.depth;
-}
-
-void add(std::shared_ptr<Communicator> comm, const OpDesc& op) {
-  comm->validate(op);  // a bad argument fails at its own call, not at GroupEnd
-  state.ops.push_back({std::move(comm), op});
-}
-
-void end() {
-  if (state.depth == 0) {
-    ErrorBuilder(Errc::ApiGroupMisuse)
-        .op("vigilGroupEnd")
-        .cause("vigilGroupEnd without a matching vigilGroupStart")
-        .raise();
-  }
-  if (--state.depth > 0) return;
-  std::vector<Pending> ops;
-  ops.swap(state.ops);
-
-  // Per communicator, in order of first use; within one, issue order.
+// Per communicator, in order of first use; within one, issue order.
+void runBatch(const std::vector<Pending>& ops) {
   std::vector<Communicator*> order;
   for (const Pending& p : ops) {
     bool seen = false;
@@ -67,13 +45,13 @@ void end() {
     };
     for (const Pending& p : ops) {
       if (p.comm.get() != comm) continue;
-      if (isPointToPoint(p.op.kind)) {
-        p2p.push_back(p.op);
+      if (isPointToPoint(p.op.get().kind)) {
+        p2p.push_back(p.op.get());
         continue;
       }
       flush();
       try {
-        comm->run(p.op);
+        comm->run(p.op.get());
       } catch (const Error& e) {
         if (!first) first = e;
       }
@@ -81,6 +59,50 @@ void end() {
     flush();
   }
   if (first) throw *first;
+}
+
+}  // namespace
+
+bool active() { return state.depth > 0; }
+
+void start() { ++state.depth; }
+
+void add(std::shared_ptr<Communicator> comm, const OpDesc& op, std::shared_ptr<Stream> stream) {
+  comm->validate(op);
+  if (state.ops.empty()) {
+    state.stream = stream;
+  } else if (state.stream != stream) {
+    state.mixedStreams = true;
+  }
+  const int nranks = comm->nranks();
+  state.ops.push_back({std::move(comm), OwnedOpDesc(op, nranks)});
+}
+
+void end() {
+  if (state.depth == 0) {
+    ErrorBuilder(Errc::ApiGroupMisuse)
+        .op("vigilGroupEnd")
+        .cause("vigilGroupEnd without a matching vigilGroupStart")
+        .raise();
+  }
+  if (--state.depth > 0) return;
+  std::vector<Pending> ops;
+  ops.swap(state.ops);
+  std::shared_ptr<Stream> stream = std::move(state.stream);
+  const bool mixed = std::exchange(state.mixedStreams, false);
+  if (mixed) {
+    ErrorBuilder(Errc::ApiGroupMisuse)
+        .op("vigilGroupEnd")
+        .cause("the operations of one group were issued on different streams; nothing was run")
+        .remedy("issue every operation of a group on the same stream")
+        .raise();
+  }
+  if (!stream) {
+    runBatch(ops);
+    return;
+  }
+  auto batch = std::make_shared<std::vector<Pending>>(std::move(ops));
+  stream->enqueue([batch] { runBatch(*batch); });
 }
 
 }  // namespace vigil::group
