@@ -72,6 +72,13 @@ void Communicator::runCollective(const OpDesc& op) {
 
   checkPeersBeforeStart(allPeers_, seq);
   ++nextSeq_;  // the op is under way: its number is used, whatever happens next
+  heardFromLeft_ = false;
+  if (config_.fingerprint && nranks_ > 1) {
+    if (auto left = control_.announceFingerprint(current_); left && !left->sameOp(current_)) {
+      Error e = mismatchError(algo::mod(rank_ - 1, nranks_), current_, *left);
+      throw poisonWith(e, true);
+    }
+  }
   VIGIL_LOG_AT(LogLevel::Trace, rank_, currentLabel_, " seq ", seq, " count ", op.count, " ", dtypeName(op.dtype));
 
   switch (op.kind) {
@@ -97,6 +104,7 @@ void Communicator::runCollective(const OpDesc& op) {
     case OpKind::Send:
     case OpKind::Recv: break;  // not collectives
   }
+  if (config_.fingerprint && nranks_ > 1 && !heardFromLeft_) confirmWithLeftNeighbour();
   completedSeq_.store(seq);
 }
 
@@ -135,6 +143,33 @@ void Communicator::runPointToPointBatch(std::span<const OpDesc> ops) {
 void Communicator::exchange(std::span<const Transfer> transfers) {
   ExchangeFault fault = data_.exchange(transfers, current_, config_.fingerprint, opDeadline_, *this);
   if (fault.kind != ExchangeFault::Kind::None) failOp(fault);
+  const int left = algo::mod(rank_ - 1, nranks_);
+  for (const Transfer& t : transfers) heardFromLeft_ |= !t.isSend && t.peer == left;
+}
+
+void Communicator::confirmWithLeftNeighbour() {
+  const int left = algo::mod(rank_ - 1, nranks_);
+  std::optional<FrameHeader> theirs = control_.waitLeftFingerprint(current_.seq, opDeadline_);
+  if (theirs) {
+    if (theirs->sameOp(current_)) return;
+    Error e = mismatchError(left, current_, *theirs);
+    throw poisonWith(e, true);
+  }
+  // No word from the left neighbour: the same verdicts as a stalled transfer.
+  ExchangeFault fault;
+  fault.kind = opDeadline_.expired() ? ExchangeFault::Kind::TimedOut : ExchangeFault::Kind::Fatal;
+  if (fault.kind == ExchangeFault::Kind::Fatal && !control_.firstFailure() &&
+      control_.peer(left).status != PeerState::Status::Alive) {
+    fault.kind = ExchangeFault::Kind::PeerGone;
+    fault.peer = left;
+  }
+  fault.pending.push_back({left, false, 0});
+  failOp(fault);
+}
+
+void Communicator::onNeighbourMismatch(const FrameHeader& mine, const FrameHeader& theirs) {
+  poisonWith(mismatchError(algo::mod(rank_ - 1, nranks_), mine, theirs), true);
+  control_.poison();  // wake this rank's op, if it is still waiting
 }
 
 uint8_t* Communicator::scratch(size_t bytes) {
@@ -215,15 +250,17 @@ std::optional<Error> Communicator::asyncError() const {
   return fatal_;
 }
 
-void Communicator::poisonWith(const Error& error, bool tellPeers) {
+Error Communicator::poisonWith(const Error& error, bool tellPeers) {
   {
     std::lock_guard lock(errorMutex_);
-    if (fatal_) return;
+    // The first error is the root cause; later ones are its consequences.
+    if (fatal_) return *fatal_;
     fatal_ = error;
   }
   // The caller gets this error as its return value; the log is for the record.
   VIGIL_LOG_AT(LogLevel::Info, rank_, error.text());
   if (tellPeers) control_.broadcastFailure(error.result(), error.text());
+  return error;
 }
 
 void Communicator::finalize() {

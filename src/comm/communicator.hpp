@@ -81,12 +81,21 @@ class Communicator : private algo::StepRunner, private LivenessWatch {
   // first: a peer that left because another failed comes last.
   std::vector<int> gonePeersByCause(int64_t seq) const;
   std::vector<int> collectGonePeers(int64_t seq) const;
+  // `peer` itself, or, if it left because of another rank, that rank.
+  int rootCauseFor(int peer, int64_t seq) const;
   void checkPeersBeforeStart(std::span<const int> peers, int64_t seq);
   [[noreturn]] void failOp(const ExchangeFault& fault);
   Error describePeerGone(int peer, const PeerState& state) const;
   Error describeMismatch(const ExchangeFault& fault) const;
+  Error mismatchError(int peer, const FrameHeader& mine, const FrameHeader& theirs) const;
+  // Control thread: the left neighbour announced another collective for a seq.
+  void onNeighbourMismatch(const FrameHeader& mine, const FrameHeader& theirs);
+  // After a collective that received nothing from the left neighbour, its
+  // fingerprint is the only proof that both ran the same op: wait for it.
+  void confirmWithLeftNeighbour();
   std::string describePeer(int peer) const;
-  void poisonWith(const Error& error, bool tellPeers);
+  // Stores the communicator's first error; returns the one stored.
+  Error poisonWith(const Error& error, bool tellPeers);
   FrameHeader headerFor(const OpDesc& op, int64_t seq) const;
 
   const int rank_;
@@ -102,6 +111,7 @@ class Communicator : private algo::StepRunner, private LivenessWatch {
   FrameHeader current_{};
   std::string currentLabel_;
   bool watchPeers_ = false;
+  bool heardFromLeft_ = false;  // a data message from the left neighbour matched this op
   Deadline opDeadline_ = Deadline::never();
   Clock::time_point opStart_{};
   int64_t nextSeq_ = 1;

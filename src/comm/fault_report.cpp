@@ -106,20 +106,31 @@ Error Communicator::describePeerGone(int peer, const PeerState& s) const {
 }
 
 Error Communicator::describeMismatch(const ExchangeFault& f) const {
-  const FrameHeader& mine = f.expected;
-  const FrameHeader& theirs = f.received;
+  return mismatchError(f.peer, f.expected, f.received);
+}
+
+Error Communicator::mismatchError(int peer, const FrameHeader& mine, const FrameHeader& theirs) const {
   const bool sizeOnly = mine.sameOp(theirs) && mine.bytes != theirs.bytes;
   const bool collective = mine.kind == static_cast<uint8_t>(FrameKind::Collective);
   ErrorBuilder b = error(sizeOnly ? Errc::OpSizeMismatch : Errc::OpMismatch);
-  b.op(currentLabel_, collective ? static_cast<int64_t>(mine.seq) : -1);
+  // Also built on the control thread: describe the op from its header.
+  b.op(collective ? opName(static_cast<OpKind>(mine.op)) : "send/recv", collective ? static_cast<int64_t>(mine.seq) : -1);
   if (sizeOnly) {
-    b.cause(describePeer(f.peer), " sent a message of ", theirs.bytes, " bytes where this rank expects ", mine.bytes,
-            " bytes (this rank: ", describeHeader(mine), "; rank ", f.peer, ": ", describeHeader(theirs), ")");
+    b.cause(describePeer(peer), " sent a message of ", theirs.bytes, " bytes where this rank expects ", mine.bytes,
+            " bytes (this rank: ", describeHeader(mine), "; rank ", peer, ": ", describeHeader(theirs), ")");
   } else {
     b.cause("ranks called different operations: this rank (", rank_, ") runs ", describeHeader(mine), ", ",
-            describePeer(f.peer), " runs ", describeHeader(theirs), "; differing: ", differingFields(mine, theirs));
+            describePeer(peer), " runs ", describeHeader(theirs), "; differing: ", differingFields(mine, theirs));
   }
   return b.build();
+}
+
+int Communicator::rootCauseFor(int peer, int64_t seq) const {
+  PeerState s = control_.peer(peer);
+  if (s.status != PeerState::Status::Left || s.byeCause.empty()) return peer;
+  // It left because another rank failed: name that one if we know it.
+  std::vector<int> gone = gonePeersByCause(seq);
+  return gone.empty() ? peer : gone.front();
 }
 
 void Communicator::failOp(const ExchangeFault& f) {
@@ -136,40 +147,31 @@ void Communicator::failOp(const ExchangeFault& f) {
                       .cause("the communicator was ", s == State::Aborted ? "aborted (vigilCommAbort)" : "destroyed",
                              " while this operation waited")
                       .build();
-        poisonWith(e, false);
-        throw e;
+        throw poisonWith(e, false);
       }
+      if (std::optional<Error> stored = asyncError()) throw *stored;  // found by the control thread
       if (auto failed = control_.firstFailure()) {
         Error e = describePeerGone(failed->first, failed->second);
-        poisonWith(e, false);
-        throw e;
+        throw poisonWith(e, false);
       }
       Error e = error(Errc::CommAborted).op(currentLabel_, seq).build();
-      poisonWith(e, false);
-      throw e;
+      throw poisonWith(e, false);
     }
     case Kind::PeerGone: {
-      Error e = describePeerGone(f.peer, control_.peer(f.peer));
-      poisonWith(e, false);
-      throw e;
+      const int blamed = rootCauseFor(f.peer, seq);
+      Error e = describePeerGone(blamed, control_.peer(blamed));
+      throw poisonWith(e, false);
     }
     case Kind::PeerClosed: {
       // The data socket closed first; the control plane knows why (goodbye or not).
       PeerState s = control_.waitVerdict(f.peer, Deadline::afterMs(kVerdictWaitMs));
-      int blamed = f.peer;
-      if (s.status == PeerState::Status::Left && !s.byeCause.empty()) {
-        // It left because another rank failed: name that one if we know it.
-        std::vector<int> gone = gonePeersByCause(seq);
-        if (!gone.empty()) blamed = gone.front();
-      }
+      const int blamed = rootCauseFor(f.peer, seq);
       Error e = describePeerGone(blamed, blamed == f.peer ? s : control_.peer(blamed));
-      poisonWith(e, false);
-      throw e;
+      throw poisonWith(e, false);
     }
     case Kind::HeaderMismatch: {
       Error e = describeMismatch(f);
-      poisonWith(e, true);
-      throw e;
+      throw poisonWith(e, true);
     }
     case Kind::Protocol: {
       Error e = error(Errc::PeerProtocol)
@@ -177,8 +179,7 @@ void Communicator::failOp(const ExchangeFault& f) {
                     .cause(describePeer(f.peer), " sent a data frame without vigil's frame magic (got 0x", std::hex,
                            f.received.magic, std::dec, ")")
                     .build();
-      poisonWith(e, true);
-      throw e;
+      throw poisonWith(e, true);
     }
     case Kind::TimedOut: {
       std::string waits;
@@ -192,8 +193,7 @@ void Communicator::failOp(const ExchangeFault& f) {
                            " s (VIGIL_TIMEOUT_MS=", config_.timeoutMs, "); still ", waits,
                            ". Those ranks are alive but did not progress: stuck, stopped, or in a different operation")
                     .build();
-      poisonWith(e, true);
-      throw e;
+      throw poisonWith(e, true);
     }
     case Kind::IoError: {
       Error e = error(Errc::NetSyscall)
@@ -201,8 +201,7 @@ void Communicator::failOp(const ExchangeFault& f) {
                     .cause("socket I/O with ", f.peer >= 0 ? describePeer(f.peer) : std::string("peers"),
                            " failed: ", errnoText(f.err))
                     .build();
-      poisonWith(e, true);
-      throw e;
+      throw poisonWith(e, true);
     }
   }
   throw error(Errc::Internal).op(currentLabel_, seq).cause("failOp called without a fault").build();

@@ -55,6 +55,9 @@ std::shared_ptr<Communicator> Communicator::create(int nranks, const RootInfo& r
                "(they failed or exited during init)")
         .raise();
   }
+  Communicator* self = comm.get();
+  comm->control_.setFingerprintMismatchHandler(
+      [self](const FrameHeader& mine, const FrameHeader& theirs) { self->onNeighbourMismatch(mine, theirs); });
   comm->control_.start();
   registerCommunicator(comm);
   VIGIL_LOG_AT(LogLevel::Info, rank, "communicator '", comm->name_, "' ready: rank ", rank, "/", nranks, " in ",

@@ -13,7 +13,7 @@
 namespace vigil {
 namespace {
 
-enum class Msg : uint8_t { Ready = 1, Bye = 2, Failure = 3, FinalizeReady = 4 };
+enum class Msg : uint8_t { Ready = 1, Bye = 2, Failure = 3, FinalizeReady = 4, Fingerprint = 5 };
 constexpr size_t kMaxControlMessage = 1 << 20;
 constexpr int kNoticeDeadlineMs = 1000;
 
@@ -43,7 +43,9 @@ ControlPlane::ControlPlane(int rank, int nranks, std::vector<Fd> fds)
       eof_(static_cast<size_t>(nranks)),
       peers_(static_cast<size_t>(nranks)),
       readyFrom_(static_cast<size_t>(nranks)),
-      finalizeFrom_(static_cast<size_t>(nranks)) {}
+      finalizeFrom_(static_cast<size_t>(nranks)),
+      ownFingerprints_(kFingerprintSlots),
+      leftFingerprints_(kFingerprintSlots) {}
 
 ControlPlane::~ControlPlane() {
   stop();
@@ -202,7 +204,23 @@ void ControlPlane::onMessage(int peer, const uint8_t* data, size_t size) {
         setState(peer, PeerState::Status::Failed, &details);
         break;
       }
-      default: VIGIL_LOG_AT(LogLevel::Warn, rank_, "unknown control message type ", int(type), " from rank ", peer);
+      case Msg::Fingerprint: {
+        const auto theirs = r.get<FrameHeader>();
+        if (peer != (rank_ + nranks_ - 1) % nranks_ || theirs.magic != FrameHeader::kMagic) break;
+        std::optional<FrameHeader> mine;
+        {
+          std::lock_guard lock(mutex_);
+          leftFingerprints_[theirs.seq % kFingerprintSlots] = theirs;
+          changed_.notify_all();
+          const FrameHeader& own = ownFingerprints_[theirs.seq % kFingerprintSlots];
+          if (own.magic == FrameHeader::kMagic && own.seq == theirs.seq) mine = own;
+        }
+        // If this rank has not reached that seq yet, it compares when it does.
+        if (mine && !mine->sameOp(theirs) && onFingerprintMismatch_) onFingerprintMismatch_(*mine, theirs);
+        break;
+      }
+      default:
+        VIGIL_LOG_AT(LogLevel::Warn, rank_, "unknown control message type ", int(type), " from rank ", peer);
     }
   } catch (const WireFormatError& e) {
     VIGIL_LOG_AT(LogLevel::Warn, rank_, "malformed control message from rank ", peer, ": ", e.what());
@@ -238,7 +256,8 @@ void ControlPlane::sendBye(ByeReason reason, int64_t lastSeq, const std::string&
   w.put<uint32_t>(static_cast<uint32_t>(body.bytes().size())).putBytes(body.bytes().data(), body.bytes().size());
   Deadline deadline = Deadline::afterMs(kNoticeDeadlineMs);
   for (int p = 0; p < nranks_; ++p) {
-    if (p != rank_ && peer(p).status == PeerState::Status::Alive) sendTo(p, w.bytes(), deadline);
+    // A peer that failed still listens and must learn why we go; a dead one cannot.
+    if (p != rank_ && peer(p).status != PeerState::Status::Died) sendTo(p, w.bytes(), deadline);
   }
 }
 
@@ -249,8 +268,47 @@ void ControlPlane::broadcastFailure(vigilResult_t result, const std::string& tex
   w.put<uint32_t>(static_cast<uint32_t>(body.bytes().size())).putBytes(body.bytes().data(), body.bytes().size());
   Deadline deadline = Deadline::afterMs(kNoticeDeadlineMs);
   for (int p = 0; p < nranks_; ++p) {
-    if (p != rank_ && peer(p).status == PeerState::Status::Alive) sendTo(p, w.bytes(), deadline);
+    // A peer that failed still listens and must learn why we go; a dead one cannot.
+    if (p != rank_ && peer(p).status != PeerState::Status::Died) sendTo(p, w.bytes(), deadline);
   }
+}
+
+std::optional<FrameHeader> ControlPlane::announceFingerprint(const FrameHeader& mine) {
+  std::optional<FrameHeader> theirs;
+  {
+    std::lock_guard lock(mutex_);
+    ownFingerprints_[mine.seq % kFingerprintSlots] = mine;
+    const FrameHeader& left = leftFingerprints_[mine.seq % kFingerprintSlots];
+    if (left.magic == FrameHeader::kMagic && left.seq == mine.seq) theirs = left;
+  }
+  const int right = (rank_ + 1) % nranks_;
+  WireWriter w;
+  w.put<uint32_t>(1 + sizeof(FrameHeader)).put(static_cast<uint8_t>(Msg::Fingerprint)).put(mine);
+  // Small and non-blocking in practice (the socket buffer takes it); a peer
+  // that stopped reading is the data path's and the deadline's business.
+  sendTo(right, w.bytes(), Deadline::afterMs(kNoticeDeadlineMs));
+  return theirs;
+}
+
+std::optional<FrameHeader> ControlPlane::waitLeftFingerprint(uint64_t seq, Deadline deadline) const {
+  std::unique_lock lock(mutex_);
+  const FrameHeader& slot = leftFingerprints_[seq % kFingerprintSlots];
+  const int left = (rank_ + nranks_ - 1) % nranks_;
+  changed_.wait_until(lock, deadline.at(), [&] {
+    return (slot.magic == FrameHeader::kMagic && slot.seq == seq) || poisoned_ || firstFailed_ ||
+           peers_[static_cast<size_t>(left)].status != PeerState::Status::Alive;
+  });
+  if (slot.magic == FrameHeader::kMagic && slot.seq == seq) return slot;
+  return std::nullopt;
+}
+
+void ControlPlane::poison() {
+  {
+    std::lock_guard lock(mutex_);
+    poisoned_ = true;
+    changed_.notify_all();
+  }
+  fatal_.signal();
 }
 
 std::vector<int> ControlPlane::finalize(Deadline deadline) {

@@ -9,6 +9,7 @@
 #include <atomic>
 #include <condition_variable>
 #include <cstdint>
+#include <functional>
 #include <mutex>
 #include <optional>
 #include <string>
@@ -18,6 +19,7 @@
 #include "core/deadline.hpp"
 #include "net/event_fd.hpp"
 #include "net/fd.hpp"
+#include "transport/frame.hpp"
 #include "vigil/vigil.h"
 
 namespace vigil {
@@ -35,6 +37,10 @@ struct PeerState {
   std::string failureText;
   Clock::time_point since{};
 };
+
+// Called on the control thread when this rank's fingerprint of a collective
+// and its left neighbour's differ (mine, theirs).
+using FingerprintMismatchFn = std::function<void(const FrameHeader& mine, const FrameHeader& theirs)>;
 
 class ControlPlane {
  public:
@@ -55,6 +61,19 @@ class ControlPlane {
   void sendBye(ByeReason reason, int64_t lastSeq, const std::string& cause = {});
   void broadcastFailure(vigilResult_t result, const std::string& text);
 
+  // Fingerprints, compared with the neighbours in parallel with the data
+  // path: each rank tells its right neighbour which collective it runs as
+  // seq N, and checks what its left neighbour said. This catches ranks in
+  // different collectives even when no data message would ever reach the
+  // other (reduce_scatter on one rank, gather on another; two "roots").
+  void setFingerprintMismatchHandler(FingerprintMismatchFn fn) { onFingerprintMismatch_ = std::move(fn); }
+  // Records this rank's fingerprint for its seq, sends it right, and compares
+  // it with the left neighbour's if that arrived already (then returns it).
+  std::optional<FrameHeader> announceFingerprint(const FrameHeader& mine);
+  // Waits for the left neighbour's fingerprint of `seq`. Returns it, or
+  // nothing when the deadline passed or the communicator was poisoned.
+  std::optional<FrameHeader> waitLeftFingerprint(uint64_t seq, Deadline deadline) const;
+
   // Collective: returns the ranks that did not confirm before the deadline
   // (they left, died or are stuck), empty when everyone finalized.
   std::vector<int> finalize(Deadline deadline);
@@ -62,7 +81,7 @@ class ControlPlane {
   // Readable once the communicator is poisoned (local abort, a peer's
   // failure notice). Never cleared.
   int fatalFd() const { return fatal_.fd(); }
-  void poison() { fatal_.signal(); }
+  void poison();
   // Readable after any peer's state changed; the reader clears it.
   int peerChangeFd() const { return peerChange_.fd(); }
   void clearPeerChange() const { peerChange_.clear(); }
@@ -105,6 +124,12 @@ class ControlPlane {
   std::vector<uint8_t> readyFrom_;
   std::vector<uint8_t> finalizeFrom_;
   std::optional<int> firstFailed_;
+  bool poisoned_ = false;
+  // Recent fingerprints by seq % kFingerprintSlots: this rank's and its left neighbour's.
+  static constexpr size_t kFingerprintSlots = 256;
+  std::vector<FrameHeader> ownFingerprints_;
+  std::vector<FrameHeader> leftFingerprints_;
+  FingerprintMismatchFn onFingerprintMismatch_;
 };
 
 }  // namespace vigil

@@ -1,0 +1,108 @@
+// S3, the mismatch matrix: for every pair of different collectives, rank 0
+// runs one and the other ranks the other. Every rank learns of the mismatch
+// within 2 s — also when the two collectives exchange no message that the
+// other would read (different roots, gather vs scatter): then the control
+// plane's fingerprint exchange tells them. A rank whose own part of the op
+// completed with verified data (a leaf that only sent) may return success
+// from this call; its very next call returns vigilMismatch.
+
+#include <gtest/gtest.h>
+
+#include <chrono>
+
+#include "common/thread_ranks.hpp"
+
+namespace vigil::test {
+namespace {
+
+constexpr size_t kCount = 4;
+
+struct Collective {
+  const char* name;
+  std::function<vigilResult_t(vigilComm_t, std::vector<float>&, std::vector<float>&)> call;
+};
+
+std::vector<Collective> collectives(int root) {
+  return {
+      {"allreduce", [](vigilComm_t c, auto& in, auto& out) {
+         return vigilAllReduce(in.data(), out.data(), kCount, vigilFloat32, vigilSum, c, nullptr);
+       }},
+      {"broadcast", [root](vigilComm_t c, auto& in, auto& out) {
+         return vigilBroadcast(in.data(), out.data(), kCount, vigilFloat32, root, c, nullptr);
+       }},
+      {"reduce", [root](vigilComm_t c, auto& in, auto& out) {
+         return vigilReduce(in.data(), out.data(), kCount, vigilFloat32, vigilSum, root, c, nullptr);
+       }},
+      {"allgather", [](vigilComm_t c, auto& in, auto& out) {
+         return vigilAllGather(in.data(), out.data(), kCount, vigilFloat32, c, nullptr);
+       }},
+      {"reduce_scatter", [](vigilComm_t c, auto& in, auto& out) {
+         return vigilReduceScatter(in.data(), out.data(), kCount, vigilFloat32, vigilSum, c, nullptr);
+       }},
+      {"alltoall", [](vigilComm_t c, auto& in, auto& out) {
+         return vigilAllToAll(in.data(), out.data(), kCount, vigilFloat32, c, nullptr);
+       }},
+      {"gather", [root](vigilComm_t c, auto& in, auto& out) {
+         return vigilGather(in.data(), out.data(), kCount, vigilFloat32, root, c, nullptr);
+       }},
+      {"scatter", [root](vigilComm_t c, auto& in, auto& out) {
+         return vigilScatter(in.data(), out.data(), kCount, vigilFloat32, root, c, nullptr);
+       }},
+      {"barrier", [](vigilComm_t c, auto&, auto&) { return vigilBarrier(c, nullptr); }},
+  };
+}
+
+void expectAllMismatch(int n, const std::function<vigilResult_t(int, vigilComm_t, std::vector<float>&,
+                                                                  std::vector<float>&)>& call,
+                       const std::string& what) {
+  runRanks(n, [&](int rank, vigilComm_t comm) {
+    std::vector<float> in(kCount * 8, 1.0f), out(kCount * 8, 0.0f);
+    auto start = std::chrono::steady_clock::now();
+    vigilResult_t rc = call(rank, comm, in, out);
+    if (rc == vigilSuccess) rc = vigilBarrier(comm, nullptr);  // the next call must know
+    double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
+    std::string text = vigilGetLastError(comm);
+    EXPECT_EQ(rc, vigilMismatch) << what << ", rank " << rank << ": " << text;
+    EXPECT_NE(text.find("VG-OP-002"), std::string::npos) << what << ", rank " << rank << ": " << text;
+    EXPECT_LT(ms, 2000.0) << what << ", rank " << rank;
+  });
+}
+
+class MismatchMatrix : public ::testing::TestWithParam<int> {};
+
+TEST_P(MismatchMatrix, EveryPairOfDifferentCollectives) {
+  const int n = GetParam();
+  auto all = collectives(0);
+  for (size_t a = 0; a < all.size(); ++a) {
+    for (size_t b = 0; b < all.size(); ++b) {
+      if (a == b) continue;
+      const std::string what = std::string(all[a].name) + " on rank 0 vs " + all[b].name + " elsewhere";
+      expectAllMismatch(
+          n,
+          [&](int rank, vigilComm_t c, auto& in, auto& out) {
+            return (rank == 0 ? all[a] : all[b]).call(c, in, out);
+          },
+          what);
+    }
+  }
+}
+
+TEST_P(MismatchMatrix, DifferentRootsOfTheSameCollective) {
+  const int n = GetParam();
+  for (size_t i = 0; i < collectives(0).size(); ++i) {
+    const std::string name = collectives(0)[i].name;
+    if (name != "broadcast" && name != "reduce" && name != "gather" && name != "scatter") continue;
+    expectAllMismatch(
+        n,
+        [&](int rank, vigilComm_t c, auto& in, auto& out) {
+          return collectives(rank == 0 ? 0 : 1)[i].call(c, in, out);  // each side names another root
+        },
+        name + " with roots 0 vs 1");
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(RankCounts, MismatchMatrix, ::testing::Values(2, 3),
+                         [](const auto& info) { return std::to_string(info.param) + "ranks"; });
+
+}  // namespace
+}  // namespace vigil::test
