@@ -6,7 +6,7 @@
 set -euo pipefail
 cd "$(dirname "$0")"
 
-PACKAGES=(cmake ninja-build g++ pkg-config libgtest-dev iproute2 procps)
+PACKAGES=(cmake ninja-build g++ pkg-config libgtest-dev nlohmann-json3-dev iproute2 procps)
 JOBS=${VIGIL_BUILD_JOBS:-$(nproc)}
 
 install_packages() {
@@ -26,6 +26,7 @@ check_tools() {
   local missing=()
   for tool in cmake ninja g++ pkg-config; do command -v "$tool" >/dev/null || missing+=("$tool"); done
   [ -f /usr/include/gtest/gtest.h ] || missing+=("GoogleTest headers (libgtest-dev)")
+  [ -f /usr/include/nlohmann/json.hpp ] || missing+=("nlohmann-json headers (nlohmann-json3-dev)")
   if [ ${#missing[@]} -gt 0 ]; then
     echo "build.sh: missing after install: ${missing[*]}" >&2
     exit 1

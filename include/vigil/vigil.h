@@ -127,6 +127,12 @@ VIGIL_API vigilResult_t vigilCommDestroy(vigilComm_t comm);  /* local: join thre
    another thread while ops on this comm are blocked: they return vigilAborted first. */
 VIGIL_API vigilResult_t vigilCommAbort(vigilComm_t comm);
 
+/* Writes this rank's flight recorder (the last VIGIL_FLIGHT_RECORDER operations:
+   seq, op, dtype, count, root/peers, stream, state, timestamps, error) as JSON
+   to `path`, or to VIGIL_DUMP_DIR/vigil-<comm>-rank<r>.json when path is NULL.
+   `vigil-doctor dumps FILE...` merges the files of all ranks. */
+VIGIL_API vigilResult_t vigilCommDumpFlightRecorder(vigilComm_t comm, const char* path);
+
 /* ---- Streams and events (CPU streams: in-order queues) ------------------ */
 
 VIGIL_API vigilResult_t vigilStreamCreate(vigilStream_t* stream);

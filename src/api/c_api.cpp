@@ -29,7 +29,8 @@ vigilResult_t submit(vigilComm_t comm, vigilStream_t stream, const OpDesc& op) {
       // reported by this call; what happens on the wire, at synchronize.
       c->validate(op);
       c->checkUsable();
-      s->enqueue([c, owned = OwnedOpDesc(op, c->nranks())] { c->run(owned.get()); });
+      const uint64_t record = c->recordEnqueued(op, s->name());
+      s->enqueue([c, owned = OwnedOpDesc(op, c->nranks()), record] { c->run(owned.get(), record); });
     }
   });
 }
@@ -173,6 +174,10 @@ vigilResult_t vigilCommGetAsyncError(vigilComm_t comm, vigilResult_t* asyncError
     *asyncError = error ? error->result() : vigilSuccess;
     if (error) api::setLastError(comm, error->text());
   });
+}
+
+vigilResult_t vigilCommDumpFlightRecorder(vigilComm_t comm, const char* path) {
+  return api::guarded(comm, [&] { api::acquire(comm)->dumpFlightRecorder(path ? path : "", "request"); });
 }
 
 vigilResult_t vigilCommFinalize(vigilComm_t comm) {

@@ -44,22 +44,42 @@ void Communicator::checkUsable() const {
   }
 }
 
-void Communicator::run(const OpDesc& op) {
+void Communicator::run(const OpDesc& op, uint64_t recordId) {
   validate(op);
+  if (recordId == 0) recordId = recordEnqueued(op, "null");
   std::lock_guard lock(opMutex_);
-  checkUsable();
-  if (isPointToPoint(op.kind)) {
-    runPointToPointBatch(std::span<const OpDesc>(&op, 1));
-  } else {
-    runCollective(op);
+  try {
+    checkUsable();
+    currentRecord_ = recordId;
+    if (isPointToPoint(op.kind)) {
+      recorder_.started(recordId);
+      runPointToPointBatch(std::span<const OpDesc>(&op, 1));
+    } else {
+      runCollective(op);
+    }
+    recorder_.completed(recordId);
+  } catch (const Error& e) {
+    recorder_.failed(recordId, e.text());
+    dumpAfterFailure(e);
+    throw;
   }
 }
 
 void Communicator::runPointToPoint(std::span<const OpDesc> ops) {
   for (const OpDesc& op : ops) validate(op);
+  std::vector<uint64_t> ids;
+  for (const OpDesc& op : ops) ids.push_back(recordEnqueued(op, "group"));
   std::lock_guard lock(opMutex_);
-  checkUsable();
-  runPointToPointBatch(ops);
+  try {
+    checkUsable();
+    for (uint64_t id : ids) recorder_.started(id);
+    runPointToPointBatch(ops);
+    for (uint64_t id : ids) recorder_.completed(id);
+  } catch (const Error& e) {
+    for (uint64_t id : ids) recorder_.failed(id, e.text());
+    dumpAfterFailure(e);
+    throw;
+  }
 }
 
 void Communicator::runCollective(const OpDesc& op) {
@@ -72,6 +92,7 @@ void Communicator::runCollective(const OpDesc& op) {
 
   checkPeersBeforeStart(allPeers_, seq);
   ++nextSeq_;  // the op is under way: its number is used, whatever happens next
+  recorder_.started(currentRecord_, seq);
   heardFromLeft_ = false;
   if (config_.fingerprint && nranks_ > 1) {
     if (auto left = control_.announceFingerprint(current_); left && !left->sameOp(current_)) {
@@ -318,6 +339,7 @@ void Communicator::abort() {
                      .build();
   control_.broadcastFailure(vigilAborted, notice.text());
   control_.stop();
+  dumpAfterFailure(notice);
 }
 
 }  // namespace vigil

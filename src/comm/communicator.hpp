@@ -23,6 +23,7 @@
 #include "control/control_plane.hpp"
 #include "core/config.hpp"
 #include "core/errors.hpp"
+#include "runtime/flight_recorder.hpp"
 #include "transport/data_plane.hpp"
 
 namespace vigil {
@@ -46,7 +47,13 @@ class Communicator : private algo::StepRunner, private LivenessWatch {
   const CommConfig& config() const { return config_; }
 
   // Validates and runs one collective or point-to-point op, blocking.
-  void run(const OpDesc& op);
+  // `recordId`: its flight-recorder entry if it was recorded when queued.
+  void run(const OpDesc& op, uint64_t recordId = 0);
+  // Flight recorder: an entry for an op about to be queued or run.
+  uint64_t recordEnqueued(const OpDesc& op, const std::string& stream);
+  // Writes the flight recorder as JSON; path empty = VIGIL_DUMP_DIR's file.
+  // Throws VG-COMM-005 when it cannot be written.
+  void dumpFlightRecorder(const std::string& path, const std::string& reason) const;
   // Validates one op (for groups, at the call that adds it). Throws Error.
   void validate(const OpDesc& op) const;
   // Validates and runs point-to-point ops as one batch: all progress at once.
@@ -96,6 +103,8 @@ class Communicator : private algo::StepRunner, private LivenessWatch {
   std::string describePeer(int peer) const;
   // Stores the communicator's first error; returns the one stored.
   Error poisonWith(const Error& error, bool tellPeers);
+  // On timeout, mismatch or abort, once: the flight recorder to VIGIL_DUMP_DIR.
+  void dumpAfterFailure(const Error& error);
   FrameHeader headerFor(const OpDesc& op, int64_t seq) const;
 
   const int rank_;
@@ -120,6 +129,10 @@ class Communicator : private algo::StepRunner, private LivenessWatch {
   std::vector<uint8_t> scratch_;
   const std::vector<int> allPeers_;                    // every rank but this one
   std::vector<size_t> uniformCounts_, uniformDispls_;  // all-to-all as all-to-all-v
+  FlightRecorder recorder_;
+  const std::string dumpDir_;
+  std::atomic<bool> dumped_{false};
+  uint64_t currentRecord_ = 0;  // guarded by opMutex_
 
   enum class State : uint8_t { Active, Finalized, Destroyed, Aborted };
   std::atomic<State> state_{State::Active};

@@ -84,7 +84,9 @@ Communicator::Communicator(int rank, int nranks, CommConfig config, std::string 
         return peers;
       }()),
       uniformCounts_(static_cast<size_t>(nranks)),
-      uniformDispls_(static_cast<size_t>(nranks)) {}
+      uniformDispls_(static_cast<size_t>(nranks)),
+      recorder_(static_cast<size_t>(processConfig().flightRecorder)),
+      dumpDir_(processConfig().dumpDir) {}
 
 Communicator::~Communicator() {
   destroy();

@@ -139,7 +139,7 @@ uint64_t FlightRecorder::enqueue(FlightEntry entry) {
   return nextId_ - 1;
 }
 
-void FlightRecorder::started(uint64_t id) {
+void FlightRecorder::started(uint64_t id, int64_t seq) {
   if (slots_.empty()) return;
   const int64_t now = realtimeNs();
   std::lock_guard lock(mutex_);
@@ -147,6 +147,7 @@ void FlightRecorder::started(uint64_t id) {
   if (entry && entry->state == FlightState::Enqueued) {
     entry->state = FlightState::Started;
     entry->startedNs = now;
+    if (seq >= 0) entry->seq = seq;  // a queued collective gets its number when it starts
   }
 }
 

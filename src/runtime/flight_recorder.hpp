@@ -47,7 +47,8 @@ class FlightRecorder {
   uint64_t enqueue(FlightEntry entry);
   // Updates for an id that the ring already overwrote (or 0) are ignored. States only move
   // forward (enqueued -> started -> completed|failed); an update to a finished entry is ignored.
-  void started(uint64_t id);
+  // `seq` >= 0 sets the entry's sequence number (assigned when a queued op starts).
+  void started(uint64_t id, int64_t seq = -1);
   void completed(uint64_t id);
   void failed(uint64_t id, const std::string& error);
 

@@ -1,0 +1,86 @@
+// The flight recorder end to end: a hang (rank 1 never enters seq 3) times
+// out on rank 0, which writes its dump to VIGIL_DUMP_DIR by itself; rank 1's
+// is written on demand; vigil-doctor merges them and names the rank behind.
+
+#include <gtest/gtest.h>
+#include <stdlib.h>
+
+#include <array>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <future>
+#include <sstream>
+
+#include "common/thread_ranks.hpp"
+
+namespace vigil::test {
+namespace {
+
+// VIGIL_DUMP_DIR is read once per process: set it before anything runs.
+const std::string kDumpDir = [] {
+  char dir[] = "/tmp/vigil-dumps-XXXXXX";
+  std::string path = mkdtemp(dir);
+  setenv("VIGIL_DUMP_DIR", path.c_str(), 1);
+  return path;
+}();
+
+std::string runCommand(const std::string& command) {
+  std::string out;
+  FILE* pipe = popen(command.c_str(), "r");
+  if (pipe == nullptr) return out;
+  std::array<char, 4096> buf{};
+  while (fgets(buf.data(), buf.size(), pipe) != nullptr) out += buf.data();
+  pclose(pipe);
+  return out;
+}
+
+TEST(FlightDumps, AHangIsDumpedAndExplainedByTheDoctor) {
+  std::promise<void> timedOut;
+  std::shared_future<void> done = timedOut.get_future().share();
+  vigilConfig cfg = testConfig(500);
+  cfg.commName = "hang";
+  runRanks(
+      2,
+      [&](int rank, vigilComm_t comm) {
+        int x = rank;
+        for (int i = 0; i < 2; ++i) {
+          EXPECT_EQ(vigilAllReduce(&x, &x, 1, vigilInt32, vigilSum, comm, nullptr), vigilSuccess);
+        }
+        if (rank == 1) {
+          done.wait();  // rank 1 "is busy elsewhere" and never enters seq 3
+          EXPECT_EQ(vigilCommDumpFlightRecorder(comm, nullptr), vigilSuccess) << vigilGetLastError(comm);
+          return;
+        }
+        EXPECT_EQ(vigilAllReduce(&x, &x, 1, vigilInt32, vigilSum, comm, nullptr), vigilTimeout);
+        timedOut.set_value();
+      },
+      cfg);
+  const std::string dump0 = kDumpDir + "/vigil-hang-rank0.json";
+  const std::string dump1 = kDumpDir + "/vigil-hang-rank1.json";
+  ASSERT_TRUE(std::filesystem::exists(dump0)) << "the timeout must write rank 0's dump by itself";
+  ASSERT_TRUE(std::filesystem::exists(dump1));
+  std::stringstream json;
+  json << std::ifstream(dump0).rdbuf();
+  EXPECT_NE(json.str().find("\"reason\":\"timeout\""), std::string::npos) << json.str();
+  EXPECT_NE(json.str().find("\"state\":\"failed\""), std::string::npos) << json.str();
+  EXPECT_NE(json.str().find("VG-OP-001"), std::string::npos) << json.str();
+
+  const std::string report = runCommand(std::string(VIGIL_DOCTOR) + " dumps " + dump0 + " " + dump1 + " 2>&1");
+  std::cout << report;
+  EXPECT_NE(report.find("verdict: "), std::string::npos) << report;
+  const std::string verdict = report.substr(report.find("verdict: "));
+  EXPECT_NE(verdict.find("rank 1"), std::string::npos) << verdict;
+  EXPECT_NE(verdict.find("seq 3"), std::string::npos) << verdict;
+
+  const std::string trace = kDumpDir + "/trace.json";
+  runCommand(std::string(VIGIL_DOCTOR) + " trace " + dump0 + " " + dump1 + " -o " + trace);
+  std::stringstream traceText;
+  traceText << std::ifstream(trace).rdbuf();
+  EXPECT_NE(traceText.str().find("\"traceEvents\""), std::string::npos);
+  EXPECT_NE(traceText.str().find("allreduce seq 3"), std::string::npos);
+  std::filesystem::remove_all(kDumpDir);
+}
+
+}  // namespace
+}  // namespace vigil::test

@@ -1,0 +1,107 @@
+// vigil-doctor: explains error ids and reads the flight-recorder dumps that ranks write on a
+// timeout, mismatch or abort (VIGIL_DUMP_DIR) or on demand (vigilCommDumpFlightRecorder).
+//
+// Exit codes: 0 done (also when the dumps show a problem: finding it is the job), 1 unreadable
+// or invalid input/output, 2 bad usage or unknown error id.
+
+#include <algorithm>
+#include <iostream>
+#include <stdexcept>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "doctor_dump.hpp"
+
+namespace {
+
+using namespace vigil::doctor;
+
+constexpr const char* kUsage = R"(usage:
+  vigil-doctor explain VG-XXX-NNN [--docs PATH/errors.md]
+      print the long form of an error id (cause and remedy) from docs/errors.md;
+      the file is found via $VIGIL_DOCS_DIR, the install prefix or the build tree
+  vigil-doctor dumps FILE...
+      merge the flight-recorder dumps of all ranks (grouped by communicator): missing ranks,
+      where each rank is, the first seq where ranks diverge, ranks behind or stuck, failures
+  vigil-doctor trace FILE... -o OUT.json
+      write a Chrome/Perfetto trace: one process per rank, one thread per stream
+  vigil-doctor --help
+)";
+
+int usageError(const std::string& what) {
+  std::cerr << "vigil-doctor: " << what << "\n" << kUsage;
+  return 2;
+}
+
+// --name VALUE or --name=VALUE; advances i past a separate value.
+bool optionValue(const std::vector<std::string>& args, size_t& i, std::string_view name, std::string& value) {
+  const std::string& arg = args[i];
+  if (arg == name) {
+    if (i + 1 >= args.size()) throw std::invalid_argument(std::string(name) + " needs a value");
+    value = args[++i];
+    return true;
+  }
+  if (arg.starts_with(std::string(name) + "=")) {
+    value = arg.substr(name.size() + 1);
+    return true;
+  }
+  return false;
+}
+
+int explainCommand(const std::vector<std::string>& args) {
+  std::string id, docs;
+  for (size_t i = 0; i < args.size(); ++i) {
+    if (optionValue(args, i, "--docs", docs)) continue;
+    if (args[i].starts_with("-")) return usageError("explain: unknown option " + args[i]);
+    if (!id.empty()) return usageError("explain takes one error id, got " + id + " and " + args[i]);
+    id = args[i];
+  }
+  if (id.empty()) return usageError("explain needs an error id, e.g. vigil-doctor explain VG-OP-001");
+  return runExplain(id, docs);
+}
+
+int dumpsCommand(const std::vector<std::string>& args) {
+  std::vector<std::string> files;
+  for (const std::string& arg : args) {
+    if (arg.starts_with("-")) return usageError("dumps: unknown option " + arg);
+    files.push_back(arg);
+  }
+  if (files.empty()) return usageError("dumps needs at least one dump file (vigil-<comm>-rank<r>.json)");
+  return runDumps(files);
+}
+
+int traceCommand(const std::vector<std::string>& args) {
+  std::vector<std::string> files;
+  std::string out;
+  for (size_t i = 0; i < args.size(); ++i) {
+    if (optionValue(args, i, "-o", out) || optionValue(args, i, "--output", out)) continue;
+    if (args[i].starts_with("-")) return usageError("trace: unknown option " + args[i]);
+    files.push_back(args[i]);
+  }
+  if (files.empty()) return usageError("trace needs at least one dump file");
+  if (out.empty()) return usageError("trace needs an output file: -o OUT.json");
+  return runTrace(files, out);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  const std::vector<std::string> all(argv + 1, argv + argc);
+  if (all.empty()) return usageError("missing command");
+  const std::string& command = all[0];
+  const std::vector<std::string> args(all.begin() + 1, all.end());
+  const auto isHelp = [](const std::string& arg) { return arg == "--help" || arg == "-h" || arg == "help"; };
+  if (isHelp(command) || std::any_of(args.begin(), args.end(), isHelp)) {
+    std::cout << kUsage;
+    return 0;
+  }
+  try {
+    if (command == "explain") return explainCommand(args);
+    if (command == "dumps") return dumpsCommand(args);
+    if (command == "trace") return traceCommand(args);
+  } catch (const std::invalid_argument& e) {
+    return usageError(e.what());
+  }
+  return usageError("unknown command '" + command + "'");
+}
