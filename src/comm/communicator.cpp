@@ -93,6 +93,12 @@ void Communicator::runCollective(const OpDesc& op) {
   checkPeersBeforeStart(allPeers_, seq);
   ++nextSeq_;  // the op is under way: its number is used, whatever happens next
   recorder_.started(currentRecord_, seq);
+  inProgressOp_.store(static_cast<uint8_t>(op.kind));
+  inProgressSeq_.store(seq);
+  struct Leave {
+    std::atomic<int64_t>& seq;
+    ~Leave() { seq.store(-1); }
+  } leave{inProgressSeq_};
   heardFromLeft_ = false;
   if (config_.fingerprint && nranks_ > 1) {
     if (auto left = control_.announceFingerprint(current_); left && !left->sameOp(current_)) {
@@ -232,6 +238,14 @@ std::vector<int> Communicator::collectGonePeers(int64_t seq) const {
   return out;
 }
 
+ProgressReport Communicator::progress() const {
+  ProgressReport r;
+  r.lastCompletedSeq = completedSeq_.load();
+  r.currentSeq = inProgressSeq_.load();
+  r.currentOp = inProgressOp_.load();
+  return r;
+}
+
 int Communicator::checkPeers(std::span<const int> directRecvPeers, int* status) {
   control_.clearPeerChange();  // then read the state: a later change signals again
   std::vector<int> gone = gonePeersByCause(static_cast<int64_t>(current_.seq));
@@ -261,6 +275,7 @@ void Communicator::checkPeersBeforeStart(std::span<const int> peers, int64_t seq
     {
       std::lock_guard lock(errorMutex_);
       lastCause_ = e.text();
+      lastCauseResult_ = e.result();
     }
     throw e;
   }
@@ -314,11 +329,13 @@ void Communicator::destroy(ByeReason reason) {
     if (!state_.compare_exchange_strong(s, State::Destroyed)) return;
     if (s == State::Active) {
       std::string cause;
+      vigilResult_t causeResult = vigilSuccess;
       {
         std::lock_guard lock(errorMutex_);
         cause = fatal_ ? fatal_->text() : lastCause_;
+        causeResult = fatal_ ? fatal_->result() : lastCauseResult_;
       }
-      control_.sendBye(reason, completedSeq_.load(), cause);
+      control_.sendBye(reason, completedSeq_.load(), cause, causeResult);
     }
   } else {
     state_.store(State::Destroyed);

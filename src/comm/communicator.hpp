@@ -90,6 +90,9 @@ class Communicator : private algo::StepRunner, private LivenessWatch {
   std::vector<int> collectGonePeers(int64_t seq) const;
   // `peer` itself, or, if it left because of another rank, that rank.
   int rootCauseFor(int peer, int64_t seq) const;
+  // For a timeout report: asks the peers over the control plane where they are.
+  std::string describeWhereOthersAre(const ExchangeFault& fault, int64_t seq);
+  ProgressReport progress() const;
   void checkPeersBeforeStart(std::span<const int> peers, int64_t seq);
   [[noreturn]] void failOp(const ExchangeFault& fault);
   Error describePeerGone(int peer, const PeerState& state) const;
@@ -125,6 +128,8 @@ class Communicator : private algo::StepRunner, private LivenessWatch {
   Clock::time_point opStart_{};
   int64_t nextSeq_ = 1;
   std::atomic<int64_t> completedSeq_{0};
+  std::atomic<int64_t> inProgressSeq_{-1};  // read by the control thread for progress queries
+  std::atomic<uint8_t> inProgressOp_{0};
   std::vector<uint64_t> sendSeq_, recvSeq_;  // per peer, point-to-point
   std::vector<uint8_t> scratch_;
   const std::vector<int> allPeers_;                    // every rank but this one
@@ -139,6 +144,7 @@ class Communicator : private algo::StepRunner, private LivenessWatch {
   mutable std::mutex errorMutex_;
   std::optional<Error> fatal_;  // first error that broke the communicator
   std::string lastCause_;       // last peer-loss error, for our goodbye
+  vigilResult_t lastCauseResult_ = vigilSuccess;
 };
 
 }  // namespace vigil

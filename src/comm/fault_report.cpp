@@ -1,6 +1,8 @@
 // Turning what the transport saw into an error a person can act on: which
 // rank, which op and sequence number, which peer, what happened, what to do.
 
+#include <cctype>
+
 #include "comm/communicator.hpp"
 #include "core/dtype.hpp"
 #include "core/log.hpp"
@@ -9,6 +11,7 @@ namespace vigil {
 namespace {
 
 constexpr int kVerdictWaitMs = 1000;
+constexpr int kProgressQueryMs = 1000;
 
 std::string describeHeader(const FrameHeader& h) {
   std::string text = h.kind == static_cast<uint8_t>(FrameKind::PointToPoint)
@@ -74,7 +77,10 @@ Error Communicator::describePeerGone(int peer, const PeerState& s) const {
       // A peer that left because of another failure quotes it: that one is
       // the root cause, and its remedy is the one that helps.
       const size_t cut = s.byeCause.find(" Remedy: ");
-      b = error(Errc::PeerLeft);
+      // A mismatch stays a mismatch however many ranks relay it.
+      const bool mismatch = s.byeCauseResult == vigilMismatch;
+      b = error(mismatch ? Errc::OpMismatch : Errc::PeerLeft);
+      if (mismatch) b.result(vigilMismatch);
       b.op(opLabel, collective ? seq : -1)
           .cause(
               describePeer(peer), " left the communicator (", describe(s.byeReason), ") ", afterLast(),
@@ -123,6 +129,52 @@ Error Communicator::mismatchError(int peer, const FrameHeader& mine, const Frame
             describePeer(peer), " runs ", describeHeader(theirs), "; differing: ", differingFields(mine, theirs));
   }
   return b.build();
+}
+
+std::string Communicator::describeWhereOthersAre(const ExchangeFault& f, int64_t seq) {
+  // Collectives need everyone: ask every peer. Point-to-point: the ones we wait on.
+  std::vector<int> asked;
+  if (seq >= 0) {
+    asked = allPeers_;
+  } else {
+    for (const auto& p : f.pending) asked.push_back(p.peer);
+  }
+  std::vector<std::optional<ProgressReport>> reports =
+      control_.queryProgress(asked, Deadline::afterMs(kProgressQueryMs));
+  std::vector<int> sameSeq, silent;
+  std::string behind;
+  for (size_t i = 0; i < asked.size(); ++i) {
+    const int p = asked[i];
+    if (!reports[i]) {
+      silent.push_back(p);
+      continue;
+    }
+    const ProgressReport& r = *reports[i];
+    if (seq >= 0 && r.currentSeq == seq) {
+      sameSeq.push_back(p);
+    } else if (seq >= 0 && r.lastCompletedSeq < seq) {
+      behind += cat(behind.empty() ? "" : "; ", "rank ", p, " is alive, last completed seq ", r.lastCompletedSeq,
+                    r.currentSeq >= 0 ? cat(", is still in seq ", r.currentSeq, " (",
+                                            opName(static_cast<OpKind>(r.currentOp)), ")")
+                                      : std::string(),
+                    ", has not entered seq ", seq);
+    } else if (seq < 0) {
+      behind += cat(behind.empty() ? "" : "; ", "rank ", p, " is alive, last completed collective seq ",
+                    r.lastCompletedSeq, r.currentSeq >= 0 ? cat(", now in seq ", r.currentSeq) : std::string(),
+                    ", and has not sent or received the matching message");
+    }
+  }
+  std::string out = behind;
+  if (!silent.empty()) {
+    out += cat(out.empty() ? "" : "; ", silent.size() == 1 ? "rank " : "ranks ", joinRanks(silent),
+               silent.size() == 1 ? " is" : " are", " unresponsive: no answer within ", kProgressQueryMs / 1000.0,
+               " s (stopped with SIGSTOP or a debugger, or the process is hung)");
+  }
+  if (!sameSeq.empty()) {
+    out += cat(out.empty() ? "" : "; ", sameSeq.size() == 1 ? "rank " : "ranks ", joinRanks(sameSeq),
+               sameSeq.size() == 1 ? " is" : " are", " in seq ", seq, " too, waiting like this rank");
+  }
+  return out.empty() ? std::string("every peer answered and none is behind") : out;
 }
 
 int Communicator::rootCauseFor(int peer, int64_t seq) const {
@@ -187,13 +239,15 @@ void Communicator::failOp(const ExchangeFault& f) {
         waits += cat(waits.empty() ? "" : "; ", p.isSend ? "sending to rank " : "receiving from rank ", p.peer, " (",
                      p.bytesLeft, " bytes left)");
       }
+      const double waited = secondsSince(opStart_);
+      std::string where = describeWhereOthersAre(f, seq);
+      where[0] = static_cast<char>(std::toupper(static_cast<unsigned char>(where[0])));
       Error e = error(Errc::OpTimeout)
                     .op(currentLabel_, seq)
-                    .cause("timed out after ", cat(secondsSince(opStart_)).substr(0, 5),
-                           " s (VIGIL_TIMEOUT_MS=", config_.timeoutMs, "); still ", waits,
-                           ". Those ranks are alive but did not progress: stuck, stopped, or in a different operation")
+                    .cause("timed out after ", cat(waited).substr(0, 5), " s on rank ", rank_, " (VIGIL_TIMEOUT_MS=",
+                           config_.timeoutMs, "); still ", waits, ". ", where)
                     .build();
-      throw poisonWith(e, true);
+      throw poisonWith(e, true);  // then every peer stops too: the communicator is aborted
     }
     case Kind::IoError: {
       Error e = error(Errc::NetSyscall)

@@ -58,6 +58,7 @@ std::shared_ptr<Communicator> Communicator::create(int nranks, const RootInfo& r
   Communicator* self = comm.get();
   comm->control_.setFingerprintMismatchHandler(
       [self](const FrameHeader& mine, const FrameHeader& theirs) { self->onNeighbourMismatch(mine, theirs); });
+  comm->control_.setProgressProvider([self] { return self->progress(); });
   comm->control_.start();
   registerCommunicator(comm);
   VIGIL_LOG_AT(LogLevel::Info, rank, "communicator '", comm->name_, "' ready: rank ", rank, "/", nranks, " in ",

@@ -13,7 +13,7 @@
 namespace vigil {
 namespace {
 
-enum class Msg : uint8_t { Ready = 1, Bye = 2, Failure = 3, FinalizeReady = 4, Fingerprint = 5 };
+enum class Msg : uint8_t { Ready = 1, Bye = 2, Failure = 3, FinalizeReady = 4, Fingerprint = 5, ProgressQuery = 6, ProgressReply = 7 };
 constexpr size_t kMaxControlMessage = 1 << 20;
 constexpr int kNoticeDeadlineMs = 1000;
 
@@ -45,7 +45,8 @@ ControlPlane::ControlPlane(int rank, int nranks, std::vector<Fd> fds)
       readyFrom_(static_cast<size_t>(nranks)),
       finalizeFrom_(static_cast<size_t>(nranks)),
       ownFingerprints_(kFingerprintSlots),
-      leftFingerprints_(kFingerprintSlots) {}
+      leftFingerprints_(kFingerprintSlots),
+      progressReplies_(static_cast<size_t>(nranks)) {}
 
 ControlPlane::~ControlPlane() {
   stop();
@@ -194,6 +195,7 @@ void ControlPlane::onMessage(int peer, const uint8_t* data, size_t size) {
         details.byeReason = static_cast<ByeReason>(r.get<uint8_t>());
         details.lastSeq = r.get<int64_t>();
         details.byeCause = r.getString(1 << 16);
+        details.byeCauseResult = static_cast<vigilResult_t>(r.get<uint32_t>());
         setState(peer, PeerState::Status::Left, &details);
         break;
       }
@@ -217,6 +219,30 @@ void ControlPlane::onMessage(int peer, const uint8_t* data, size_t size) {
         }
         // If this rank has not reached that seq yet, it compares when it does.
         if (mine && !mine->sameOp(theirs) && onFingerprintMismatch_) onFingerprintMismatch_(*mine, theirs);
+        break;
+      }
+      case Msg::ProgressQuery: {
+        const auto round = r.get<uint64_t>();
+        ProgressReport report = progress_ ? progress_() : ProgressReport{};
+        WireWriter w;
+        w.put<uint32_t>(1 + 8 + 8 + 8 + 1)
+            .put(static_cast<uint8_t>(Msg::ProgressReply))
+            .put(round)
+            .put(report.lastCompletedSeq)
+            .put(report.currentSeq)
+            .put(report.currentOp);
+        sendTo(peer, w.bytes(), Deadline::afterMs(kNoticeDeadlineMs));
+        break;
+      }
+      case Msg::ProgressReply: {
+        const auto round = r.get<uint64_t>();
+        ProgressReport report;
+        report.lastCompletedSeq = r.get<int64_t>();
+        report.currentSeq = r.get<int64_t>();
+        report.currentOp = r.get<uint8_t>();
+        std::lock_guard lock(mutex_);
+        progressReplies_[static_cast<size_t>(peer)] = {round, report};
+        changed_.notify_all();
         break;
       }
       default:
@@ -249,9 +275,9 @@ void ControlPlane::setState(int peer, PeerState::Status status, const PeerState*
                                                    : " reported a failure");
 }
 
-void ControlPlane::sendBye(ByeReason reason, int64_t lastSeq, const std::string& cause) {
+void ControlPlane::sendBye(ByeReason reason, int64_t lastSeq, const std::string& cause, vigilResult_t causeResult) {
   WireWriter body;
-  body.put(static_cast<uint8_t>(Msg::Bye)).put(static_cast<uint8_t>(reason)).put(lastSeq).putString(cause);
+  body.put(static_cast<uint8_t>(Msg::Bye)).put(static_cast<uint8_t>(reason)).put(lastSeq).putString(cause).put<uint32_t>(causeResult);
   WireWriter w;
   w.put<uint32_t>(static_cast<uint32_t>(body.bytes().size())).putBytes(body.bytes().data(), body.bytes().size());
   Deadline deadline = Deadline::afterMs(kNoticeDeadlineMs);
@@ -300,6 +326,35 @@ std::optional<FrameHeader> ControlPlane::waitLeftFingerprint(uint64_t seq, Deadl
   });
   if (slot.magic == FrameHeader::kMagic && slot.seq == seq) return slot;
   return std::nullopt;
+}
+
+std::vector<std::optional<ProgressReport>> ControlPlane::queryProgress(const std::vector<int>& peers,
+                                                                       Deadline deadline) {
+  uint64_t round;
+  {
+    std::lock_guard lock(mutex_);
+    round = ++queryRound_;
+  }
+  WireWriter w;
+  w.put<uint32_t>(1 + 8).put(static_cast<uint8_t>(Msg::ProgressQuery)).put(round);
+  for (int p : peers) sendTo(p, w.bytes(), deadline);
+  std::unique_lock lock(mutex_);
+  auto answered = [&](int p) {
+    return progressReplies_[static_cast<size_t>(p)].first == round ||
+           peers_[static_cast<size_t>(p)].status != PeerState::Status::Alive;
+  };
+  changed_.wait_until(lock, deadline.at(), [&] {
+    for (int p : peers) {
+      if (!answered(p)) return false;
+    }
+    return true;
+  });
+  std::vector<std::optional<ProgressReport>> out;
+  for (int p : peers) {
+    const auto& [got, report] = progressReplies_[static_cast<size_t>(p)];
+    out.push_back(got == round ? std::optional<ProgressReport>(report) : std::nullopt);
+  }
+  return out;
 }
 
 void ControlPlane::poison() {

@@ -33,6 +33,7 @@ struct PeerState {
   ByeReason byeReason = ByeReason::Destroy;
   int64_t lastSeq = -1;                  // last collective it completed (from its goodbye)
   std::string byeCause;                  // the error it had failed with before leaving, if any
+  vigilResult_t byeCauseResult = vigilSuccess;  // and that error's result code
   vigilResult_t failure = vigilSuccess;  // for Failed: the peer's error
   std::string failureText;
   Clock::time_point since{};
@@ -40,6 +41,14 @@ struct PeerState {
 
 // Called on the control thread when this rank's fingerprint of a collective
 // and its left neighbour's differ (mine, theirs).
+// What a rank says about its progress when a peer's operation timed out.
+struct ProgressReport {
+  int64_t lastCompletedSeq = 0;
+  int64_t currentSeq = -1;  // the collective in progress, -1 if none
+  uint8_t currentOp = 0;    // OpKind of it
+};
+using ProgressFn = std::function<ProgressReport()>;
+
 using FingerprintMismatchFn = std::function<void(const FrameHeader& mine, const FrameHeader& theirs)>;
 
 class ControlPlane {
@@ -58,7 +67,8 @@ class ControlPlane {
   void stop();
 
   // Best-effort notices to every live peer, bounded by a short deadline.
-  void sendBye(ByeReason reason, int64_t lastSeq, const std::string& cause = {});
+  void sendBye(ByeReason reason, int64_t lastSeq, const std::string& cause = {},
+               vigilResult_t causeResult = vigilSuccess);
   void broadcastFailure(vigilResult_t result, const std::string& text);
 
   // Fingerprints, compared with the neighbours in parallel with the data
@@ -73,6 +83,13 @@ class ControlPlane {
   // Waits for the left neighbour's fingerprint of `seq`. Returns it, or
   // nothing when the deadline passed or the communicator was poisoned.
   std::optional<FrameHeader> waitLeftFingerprint(uint64_t seq, Deadline deadline) const;
+
+  // Hang diagnosis: asks `peers` where they are; the control thread of
+  // each answers from the provider, even while its rank is stuck in an op.
+  // A peer that does not answer by the deadline (SIGSTOP, hung process) has
+  // no report.
+  void setProgressProvider(ProgressFn fn) { progress_ = std::move(fn); }
+  std::vector<std::optional<ProgressReport>> queryProgress(const std::vector<int>& peers, Deadline deadline);
 
   // Collective: returns the ranks that did not confirm before the deadline
   // (they left, died or are stuck), empty when everyone finalized.
@@ -130,6 +147,9 @@ class ControlPlane {
   std::vector<FrameHeader> ownFingerprints_;
   std::vector<FrameHeader> leftFingerprints_;
   FingerprintMismatchFn onFingerprintMismatch_;
+  ProgressFn progress_;
+  uint64_t queryRound_ = 0;                       // guarded by mutex_
+  std::vector<std::pair<uint64_t, ProgressReport>> progressReplies_;  // per peer: round, report
 };
 
 }  // namespace vigil

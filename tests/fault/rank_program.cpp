@@ -108,6 +108,10 @@ int loop(const LoopOptions& o) {
         vigilCommAbort(comm);
         std::exit(0);
       }
+      if (o.how == "stop") {
+        raise(SIGSTOP);  // alive but frozen, until the test kills it
+        std::exit(0);
+      }
       raise(SIGKILL);  // "kill"
     }
     // Every rank contributes rank+1+it; the sum n(n+1)/2 + n*it is exact in float32.
@@ -168,7 +172,7 @@ int main(int argc, char** argv) {
       o.leaveIter = parseLong("--leave-iter", value());
     } else if (a == "--how") {
       o.how = value();
-      if (o.how != "destroy" && o.how != "exit" && o.how != "abort" && o.how != "kill") {
+      if (o.how != "destroy" && o.how != "exit" && o.how != "abort" && o.how != "kill" && o.how != "stop") {
         usage(("bad --how '" + o.how + "'").c_str());
       }
     } else if (a == "--leave-gate") {

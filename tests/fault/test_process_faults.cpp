@@ -139,6 +139,33 @@ TEST(ProcessKillDuringAllReduce, SurvivorsReportTheKilledRankWithinTwoSeconds) {
   }
 }
 
+// ---- A rank that is alive but frozen (SIGSTOP): the timeout report names it ----
+
+TEST(ProcessStoppedRank, TheTimeoutReportNamesTheStoppedRankAsUnresponsive) {
+  constexpr int kRanks = 3, kStopped = 2, kStopIter = 3;
+  RankJob job(kRanks,
+              {"loop", "--iters", "8", "--count", "1024", "--leave-rank", std::to_string(kStopped), "--leave-iter",
+               std::to_string(kStopIter), "--how", "stop"},
+              {{"VIGIL_TIMEOUT_MS", "1500"}, {"VIGIL_CONNECT_TIMEOUT_MS", "60000"}});
+  for (int r : {0, 1}) {
+    ASSERT_TRUE(job.waitLine(r, [](const std::string& l) { return isFail(l); })) << job.dump();
+  }
+  job.killRank(kStopped);  // a stopped process still dies to SIGKILL
+  ASSERT_TRUE(job.waitExit()) << job.dump();
+  SCOPED_TRACE(job.dump());
+  EXPECT_EQ(job.termSignal(kStopped), SIGKILL);
+  for (int r : {0, 1}) {
+    FailLine f = expectFailed(job, r);
+    EXPECT_EQ(f.iter, kStopIter);
+    // Either this rank timed out itself, or it quotes the rank that did.
+    EXPECT_TRUE(f.rc == vigilTimeout || f.rc == vigilRemoteError) << f.text;
+    EXPECT_TRUE(contains(f.text, "VG-OP-001")) << f.text;
+    EXPECT_TRUE(contains(f.text, "Rank 2 is unresponsive: no answer within 1 s")) << f.text;
+    EXPECT_TRUE(contains(f.text, "allreduce seq 4")) << f.text;
+    std::cout << "SIGSTOP'd rank 2 -> rank " << r << ": " << f.text << "\n";
+  }
+}
+
 // ---- S6: returning from main without vigilCommDestroy is a clean exit ----
 
 std::set<std::string> listDir(const char* path) {
