@@ -54,8 +54,10 @@ void Communicator::run(const OpDesc& op, uint64_t recordId) {
     if (isPointToPoint(op.kind)) {
       recorder_.started(recordId);
       runPointToPointBatch(std::span<const OpDesc>(&op, 1));
+      checkSendBuffer(recordId, op, 0, -1);
     } else {
       runCollective(op);
+      checkSendBuffer(recordId, op, 0, static_cast<int64_t>(current_.seq));
     }
     recorder_.completed(recordId);
   } catch (const Error& e) {
@@ -65,15 +67,19 @@ void Communicator::run(const OpDesc& op, uint64_t recordId) {
   }
 }
 
-void Communicator::runPointToPoint(std::span<const OpDesc> ops) {
+void Communicator::runPointToPoint(std::span<const OpDesc> ops, std::span<const uint64_t> recorded) {
   for (const OpDesc& op : ops) validate(op);
-  std::vector<uint64_t> ids;
-  for (const OpDesc& op : ops) ids.push_back(recordEnqueued(op, "group"));
+  std::vector<uint64_t> ids(recorded.begin(), recorded.end());
+  if (ids.size() != ops.size()) {
+    ids.clear();
+    for (const OpDesc& op : ops) ids.push_back(recordEnqueued(op, "group"));
+  }
   std::lock_guard lock(opMutex_);
   try {
     checkUsable();
     for (uint64_t id : ids) recorder_.started(id);
     runPointToPointBatch(ops);
+    for (size_t i = 0; i < ops.size(); ++i) checkSendBuffer(ids[i], ops[i], i, -1);
     for (uint64_t id : ids) recorder_.completed(id);
   } catch (const Error& e) {
     for (uint64_t id : ids) recorder_.failed(id, e.text());
@@ -94,6 +100,7 @@ void Communicator::runCollective(const OpDesc& op) {
   ++nextSeq_;  // the op is under way: its number is used, whatever happens next
   recorder_.started(currentRecord_, seq);
   inProgressOp_.store(static_cast<uint8_t>(op.kind));
+  const int64_t nonFiniteInput = scanInput(op);  // before the op: a receive may overwrite an in-place input
   inProgressSeq_.store(seq);
   struct Leave {
     std::atomic<int64_t>& seq;
@@ -132,7 +139,8 @@ void Communicator::runCollective(const OpDesc& op) {
     case OpKind::Recv: break;  // not collectives
   }
   if (config_.fingerprint && nranks_ > 1 && !heardFromLeft_) confirmWithLeftNeighbour();
-  completedSeq_.store(seq);
+  completedSeq_.store(seq);  // the data moved consistently, whatever the numbers say
+  if (config_.nanCheck) checkNumerics(op, seq, nonFiniteInput);
 }
 
 void Communicator::runPointToPointBatch(std::span<const OpDesc> ops) {

@@ -13,6 +13,7 @@
 #include <optional>
 #include <span>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 #include "algo/algo.hpp"
@@ -57,7 +58,8 @@ class Communicator : private algo::StepRunner, private LivenessWatch {
   // Validates one op (for groups, at the call that adds it). Throws Error.
   void validate(const OpDesc& op) const;
   // Validates and runs point-to-point ops as one batch: all progress at once.
-  void runPointToPoint(std::span<const OpDesc> ops);
+  // `ids`: their flight-recorder entries when recorded at enqueue (groups).
+  void runPointToPoint(std::span<const OpDesc> ops, std::span<const uint64_t> ids = {});
 
   void finalize();
   // Local teardown; `reason` is what peers are told.
@@ -106,6 +108,11 @@ class Communicator : private algo::StepRunner, private LivenessWatch {
   std::string describePeer(int peer) const;
   // Stores the communicator's first error; returns the one stored.
   Error poisonWith(const Error& error, bool tellPeers);
+  // Opt-in checks (comm/checks.cpp).
+  void guardSendBuffer(uint64_t recordId, const OpDesc& op);
+  void checkSendBuffer(uint64_t recordId, const OpDesc& op, size_t indexInBatch, int64_t seq);
+  int64_t scanInput(const OpDesc& op) const;
+  void checkNumerics(const OpDesc& op, int64_t seq, int64_t inputIndex);
   // On timeout, mismatch or abort, once: the flight recorder to VIGIL_DUMP_DIR.
   void dumpAfterFailure(const Error& error);
   FrameHeader headerFor(const OpDesc& op, int64_t seq) const;
@@ -138,6 +145,9 @@ class Communicator : private algo::StepRunner, private LivenessWatch {
   const std::string dumpDir_;
   std::atomic<bool> dumped_{false};
   uint64_t currentRecord_ = 0;  // guarded by opMutex_
+  std::atomic<uint64_t> unrecordedIds_{1};
+  std::mutex guardMutex_;
+  std::unordered_map<uint64_t, uint64_t> guardHashes_;  // record id -> send buffer digest at the call
 
   enum class State : uint8_t { Active, Finalized, Destroyed, Aborted };
   std::atomic<State> state_{State::Active};

@@ -17,7 +17,11 @@ uint64_t Communicator::recordEnqueued(const OpDesc& op, const std::string& strea
   entry.root = op.hasRoot() ? op.root : -1;
   if (isPointToPoint(op.kind)) entry.peers.push_back(op.peer);
   entry.stream = stream;
-  return recorder_.enqueue(std::move(entry));
+  // With the recorder off, ids still come from a counter: the buffer guard keys on them.
+  uint64_t id = recorder_.enqueue(std::move(entry));
+  if (id == 0) id = (uint64_t{1} << 63) | unrecordedIds_.fetch_add(1);
+  guardSendBuffer(id, op);
+  return id;
 }
 
 void Communicator::dumpFlightRecorder(const std::string& path, const std::string& reason) const {

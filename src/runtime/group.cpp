@@ -12,6 +12,7 @@ namespace {
 struct Pending {
   std::shared_ptr<Communicator> comm;
   OwnedOpDesc op;
+  uint64_t record;  // flight-recorder entry (and buffer-guard digest) taken at the call
 };
 
 struct GroupState {
@@ -34,24 +35,27 @@ void runBatch(const std::vector<Pending>& ops) {
   std::optional<Error> first;
   for (Communicator* comm : order) {
     std::vector<OpDesc> p2p;
+    std::vector<uint64_t> records;
     auto flush = [&] {
       if (p2p.empty()) return;
       try {
-        comm->runPointToPoint(p2p);
+        comm->runPointToPoint(p2p, records);
       } catch (const Error& e) {
         if (!first) first = e;
       }
       p2p.clear();
+      records.clear();
     };
     for (const Pending& p : ops) {
       if (p.comm.get() != comm) continue;
       if (isPointToPoint(p.op.get().kind)) {
         p2p.push_back(p.op.get());
+        records.push_back(p.record);
         continue;
       }
       flush();
       try {
-        comm->run(p.op.get());
+        comm->run(p.op.get(), p.record);
       } catch (const Error& e) {
         if (!first) first = e;
       }
@@ -75,7 +79,8 @@ void add(std::shared_ptr<Communicator> comm, const OpDesc& op, std::shared_ptr<S
     state.mixedStreams = true;
   }
   const int nranks = comm->nranks();
-  state.ops.push_back({std::move(comm), OwnedOpDesc(op, nranks)});
+  const uint64_t record = comm->recordEnqueued(op, stream ? stream->name() : "group");
+  state.ops.push_back({std::move(comm), OwnedOpDesc(op, nranks), record});
 }
 
 void end() {
