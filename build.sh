@@ -2,7 +2,7 @@
 # One entry point for a fresh Debian 12 machine:
 #   ./build.sh demo   install what is missing, build, run the 4-rank demo
 #   ./build.sh test   install what is missing, build, run the whole test suite
-#                     (a normal build, then again under ASan+UBSan)
+#                     (a normal build, then again under ASan+UBSan and under TSan)
 set -euo pipefail
 cd "$(dirname "$0")"
 
@@ -66,6 +66,9 @@ case "${1:-}" in
     echo "== test suite under AddressSanitizer + UndefinedBehaviorSanitizer =="
     configure_and_build build-asan -DCMAKE_BUILD_TYPE=Debug -DVIGIL_SANITIZE=address,undefined
     ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1 run_ctest build-asan
+    echo "== test suite under ThreadSanitizer =="
+    configure_and_build build-tsan -DCMAKE_BUILD_TYPE=Debug -DVIGIL_SANITIZE=thread
+    TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1" run_ctest build-tsan
     ;;
   *)
     echo "usage: $0 demo|test" >&2

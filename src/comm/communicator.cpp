@@ -12,6 +12,9 @@ namespace vigil {
 namespace {
 
 constexpr int kRootCauseWaitMs = 500;
+// After this long without progress a collective cross-checks its fingerprint
+// with its neighbour; well inside the 2 s promised for a mismatch report.
+constexpr int kStallMs = 200;
 
 }  // namespace
 
@@ -107,12 +110,9 @@ void Communicator::runCollective(const OpDesc& op) {
     ~Leave() { seq.store(-1); }
   } leave{inProgressSeq_};
   heardFromLeft_ = false;
-  if (config_.fingerprint && nranks_ > 1) {
-    if (auto left = control_.announceFingerprint(current_); left && !left->sameOp(current_)) {
-      Error e = mismatchError(algo::mod(rank_ - 1, nranks_), current_, *left);
-      throw poisonWith(e, true);
-    }
-  }
+  if (config_.fingerprint && nranks_ > 1) control_.recordFingerprint(current_);
+  stallAt_ = Deadline::afterMs(kStallMs);
+  stallQueried_ = false;
   VIGIL_LOG_AT(LogLevel::Trace, rank_, currentLabel_, " seq ", seq, " count ", op.count, " ", dtypeName(op.dtype));
 
   switch (op.kind) {
@@ -184,6 +184,7 @@ void Communicator::exchange(std::span<const Transfer> transfers) {
 
 void Communicator::confirmWithLeftNeighbour() {
   const int left = algo::mod(rank_ - 1, nranks_);
+  if (!stallQueried_) control_.queryLeftFingerprint(current_.seq);
   std::optional<FrameHeader> theirs = control_.waitLeftFingerprint(current_.seq, opDeadline_);
   if (theirs) {
     if (theirs->sameOp(current_)) return;
@@ -200,6 +201,18 @@ void Communicator::confirmWithLeftNeighbour() {
   }
   fault.pending.push_back({left, false, 0});
   failOp(fault);
+}
+
+Deadline Communicator::stallDeadline() const {
+  const bool crossCheck = watchPeers_ && config_.fingerprint && nranks_ > 1 && !stallQueried_;
+  return crossCheck ? stallAt_ : Deadline::never();
+}
+
+void Communicator::onStall() {
+  // The op waits longer than a healthy one would: maybe the neighbour runs
+  // another collective that never sends what this one waits for. Ask.
+  stallQueried_ = true;
+  control_.queryLeftFingerprint(current_.seq);
 }
 
 void Communicator::onNeighbourMismatch(const FrameHeader& mine, const FrameHeader& theirs) {

@@ -83,6 +83,8 @@ class Communicator : private algo::StepRunner, private LivenessWatch {
   int fatalFd() const override { return control_.fatalFd(); }
   int peerChangeFd() const override { return watchPeers_ ? control_.peerChangeFd() : -1; }
   int checkPeers(std::span<const int> directRecvPeers, int* status) override;
+  Deadline stallDeadline() const override;
+  void onStall() override;
 
   void runCollective(const OpDesc& op);
   void runPointToPointBatch(std::span<const OpDesc> ops);
@@ -131,6 +133,8 @@ class Communicator : private algo::StepRunner, private LivenessWatch {
   std::string currentLabel_;
   bool watchPeers_ = false;
   bool heardFromLeft_ = false;  // a data message from the left neighbour matched this op
+  Deadline stallAt_ = Deadline::never();
+  bool stallQueried_ = false;  // the left neighbour's fingerprint was asked for in this op
   Deadline opDeadline_ = Deadline::never();
   Clock::time_point opStart_{};
   int64_t nextSeq_ = 1;

@@ -120,7 +120,8 @@ Error Communicator::mismatchError(int peer, const FrameHeader& mine, const Frame
   const bool collective = mine.kind == static_cast<uint8_t>(FrameKind::Collective);
   ErrorBuilder b = error(sizeOnly ? Errc::OpSizeMismatch : Errc::OpMismatch);
   // Also built on the control thread: describe the op from its header.
-  b.op(collective ? opName(static_cast<OpKind>(mine.op)) : "send/recv", collective ? static_cast<int64_t>(mine.seq) : -1);
+  b.op(collective ? opName(static_cast<OpKind>(mine.op)) : "send/recv",
+       collective ? static_cast<int64_t>(mine.seq) : -1);
   if (sizeOnly) {
     b.cause(describePeer(peer), " sent a message of ", theirs.bytes, " bytes where this rank expects ", mine.bytes,
             " bytes (this rank: ", describeHeader(mine), "; rank ", peer, ": ", describeHeader(theirs), ")");
@@ -154,9 +155,9 @@ std::string Communicator::describeWhereOthersAre(const ExchangeFault& f, int64_t
       sameSeq.push_back(p);
     } else if (seq >= 0 && r.lastCompletedSeq < seq) {
       behind += cat(behind.empty() ? "" : "; ", "rank ", p, " is alive, last completed seq ", r.lastCompletedSeq,
-                    r.currentSeq >= 0 ? cat(", is still in seq ", r.currentSeq, " (",
-                                            opName(static_cast<OpKind>(r.currentOp)), ")")
-                                      : std::string(),
+                    r.currentSeq >= 0
+                        ? cat(", is still in seq ", r.currentSeq, " (", opName(static_cast<OpKind>(r.currentOp)), ")")
+                        : std::string(),
                     ", has not entered seq ", seq);
     } else if (seq < 0) {
       behind += cat(behind.empty() ? "" : "; ", "rank ", p, " is alive, last completed collective seq ",
@@ -244,8 +245,8 @@ void Communicator::failOp(const ExchangeFault& f) {
       where[0] = static_cast<char>(std::toupper(static_cast<unsigned char>(where[0])));
       Error e = error(Errc::OpTimeout)
                     .op(currentLabel_, seq)
-                    .cause("timed out after ", cat(waited).substr(0, 5), " s on rank ", rank_, " (VIGIL_TIMEOUT_MS=",
-                           config_.timeoutMs, "); still ", waits, ". ", where)
+                    .cause("timed out after ", cat(waited).substr(0, 5), " s on rank ", rank_,
+                           " (VIGIL_TIMEOUT_MS=", config_.timeoutMs, "); still ", waits, ". ", where)
                     .build();
       throw poisonWith(e, true);  // then every peer stops too: the communicator is aborted
     }

@@ -48,8 +48,8 @@ void Communicator::dumpAfterFailure(const Error& e) {
   if (reason == nullptr || dumpDir_.empty() || dumped_.exchange(true)) return;
   try {
     dumpFlightRecorder({}, reason);
-    VIGIL_LOG_AT(LogLevel::Warn, rank_, "flight recorder written to ",
-                 FlightRecorder::dumpPath(dumpDir_, name_, rank_), " (", reason, ")");
+    VIGIL_LOG_AT(LogLevel::Warn, rank_, "flight recorder written to ", FlightRecorder::dumpPath(dumpDir_, name_, rank_),
+                 " (", reason, ")");
   } catch (const Error& failure) {
     VIGIL_LOG_AT(LogLevel::Warn, rank_, failure.text());
   }

@@ -13,7 +13,16 @@
 namespace vigil {
 namespace {
 
-enum class Msg : uint8_t { Ready = 1, Bye = 2, Failure = 3, FinalizeReady = 4, Fingerprint = 5, ProgressQuery = 6, ProgressReply = 7 };
+enum class Msg : uint8_t {
+  Ready = 1,
+  Bye = 2,
+  Failure = 3,
+  FinalizeReady = 4,
+  Fingerprint = 5,
+  ProgressQuery = 6,
+  ProgressReply = 7,
+  FingerprintQuery = 8
+};
 constexpr size_t kMaxControlMessage = 1 << 20;
 constexpr int kNoticeDeadlineMs = 1000;
 
@@ -196,6 +205,14 @@ void ControlPlane::onMessage(int peer, const uint8_t* data, size_t size) {
         details.lastSeq = r.get<int64_t>();
         details.byeCause = r.getString(1 << 16);
         details.byeCauseResult = static_cast<vigilResult_t>(r.get<uint32_t>());
+        if (!r.done() && peer == (rank_ + nranks_ - 1) % nranks_) {
+          const auto count = r.get<uint32_t>();
+          std::lock_guard lock(mutex_);
+          for (uint32_t i = 0; i < count && i < kFingerprintSlots; ++i) {
+            const auto f = r.get<FrameHeader>();
+            if (f.magic == FrameHeader::kMagic) leftFingerprints_[f.seq % kFingerprintSlots] = f;
+          }
+        }
         setState(peer, PeerState::Status::Left, &details);
         break;
       }
@@ -219,6 +236,22 @@ void ControlPlane::onMessage(int peer, const uint8_t* data, size_t size) {
         }
         // If this rank has not reached that seq yet, it compares when it does.
         if (mine && !mine->sameOp(theirs) && onFingerprintMismatch_) onFingerprintMismatch_(*mine, theirs);
+        break;
+      }
+      case Msg::FingerprintQuery: {
+        const auto seq = r.get<uint64_t>();
+        if (peer != (rank_ + 1) % nranks_) break;
+        std::optional<FrameHeader> own;
+        {
+          std::lock_guard lock(mutex_);
+          const FrameHeader& slot = ownFingerprints_[seq % kFingerprintSlots];
+          if (slot.magic == FrameHeader::kMagic && slot.seq == seq) {
+            own = slot;
+          } else {
+            pendingQuerySeq_ = static_cast<int64_t>(seq);  // answered by recordFingerprint
+          }
+        }
+        if (own) sendFingerprint(*own);
         break;
       }
       case Msg::ProgressQuery: {
@@ -245,8 +278,7 @@ void ControlPlane::onMessage(int peer, const uint8_t* data, size_t size) {
         changed_.notify_all();
         break;
       }
-      default:
-        VIGIL_LOG_AT(LogLevel::Warn, rank_, "unknown control message type ", int(type), " from rank ", peer);
+      default: VIGIL_LOG_AT(LogLevel::Warn, rank_, "unknown control message type ", int(type), " from rank ", peer);
     }
   } catch (const WireFormatError& e) {
     VIGIL_LOG_AT(LogLevel::Warn, rank_, "malformed control message from rank ", peer, ": ", e.what());
@@ -276,14 +308,37 @@ void ControlPlane::setState(int peer, PeerState::Status status, const PeerState*
 }
 
 void ControlPlane::sendBye(ByeReason reason, int64_t lastSeq, const std::string& cause, vigilResult_t causeResult) {
-  WireWriter body;
-  body.put(static_cast<uint8_t>(Msg::Bye)).put(static_cast<uint8_t>(reason)).put(lastSeq).putString(cause).put<uint32_t>(causeResult);
-  WireWriter w;
-  w.put<uint32_t>(static_cast<uint32_t>(body.bytes().size())).putBytes(body.bytes().data(), body.bytes().size());
+  auto message = [&](bool withFingerprints) {
+    WireWriter body;
+    body.put(static_cast<uint8_t>(Msg::Bye))
+        .put(static_cast<uint8_t>(reason))
+        .put(lastSeq)
+        .putString(cause)
+        .put<uint32_t>(causeResult);
+    if (withFingerprints) {
+      // The right neighbour may still need to confirm our last collectives
+      // with us after we are gone: leave it their fingerprints.
+      std::vector<FrameHeader> recent;
+      {
+        std::lock_guard lock(mutex_);
+        for (const FrameHeader& f : ownFingerprints_) {
+          if (f.magic == FrameHeader::kMagic) recent.push_back(f);
+        }
+      }
+      body.put<uint32_t>(static_cast<uint32_t>(recent.size()));
+      for (const FrameHeader& f : recent) body.put(f);
+    }
+    WireWriter w;
+    w.put<uint32_t>(static_cast<uint32_t>(body.bytes().size())).putBytes(body.bytes().data(), body.bytes().size());
+    return std::move(w.bytes());
+  };
+  const int right = (rank_ + 1) % nranks_;
+  const std::vector<uint8_t> plain = message(false);
   Deadline deadline = Deadline::afterMs(kNoticeDeadlineMs);
   for (int p = 0; p < nranks_; ++p) {
     // A peer that failed still listens and must learn why we go; a dead one cannot.
-    if (p != rank_ && peer(p).status != PeerState::Status::Died) sendTo(p, w.bytes(), deadline);
+    if (p == rank_ || peer(p).status == PeerState::Status::Died) continue;
+    sendTo(p, p == right ? message(true) : plain, deadline);
   }
 }
 
@@ -299,21 +354,31 @@ void ControlPlane::broadcastFailure(vigilResult_t result, const std::string& tex
   }
 }
 
-std::optional<FrameHeader> ControlPlane::announceFingerprint(const FrameHeader& mine) {
-  std::optional<FrameHeader> theirs;
+void ControlPlane::sendFingerprint(const FrameHeader& mine) {
+  WireWriter w;
+  w.put<uint32_t>(1 + sizeof(FrameHeader)).put(static_cast<uint8_t>(Msg::Fingerprint)).put(mine);
+  // Small: the socket buffer takes it at once; a peer that stopped reading
+  // is the data path's and the deadline's business.
+  sendTo((rank_ + 1) % nranks_, w.bytes(), Deadline::afterMs(kNoticeDeadlineMs));
+}
+
+void ControlPlane::recordFingerprint(const FrameHeader& mine) {
+  bool answer = false;
   {
     std::lock_guard lock(mutex_);
     ownFingerprints_[mine.seq % kFingerprintSlots] = mine;
-    const FrameHeader& left = leftFingerprints_[mine.seq % kFingerprintSlots];
-    if (left.magic == FrameHeader::kMagic && left.seq == mine.seq) theirs = left;
+    if (pendingQuerySeq_ == static_cast<int64_t>(mine.seq)) {
+      pendingQuerySeq_ = -1;
+      answer = true;
+    }
   }
-  const int right = (rank_ + 1) % nranks_;
+  if (answer) sendFingerprint(mine);
+}
+
+void ControlPlane::queryLeftFingerprint(uint64_t seq) {
   WireWriter w;
-  w.put<uint32_t>(1 + sizeof(FrameHeader)).put(static_cast<uint8_t>(Msg::Fingerprint)).put(mine);
-  // Small and non-blocking in practice (the socket buffer takes it); a peer
-  // that stopped reading is the data path's and the deadline's business.
-  sendTo(right, w.bytes(), Deadline::afterMs(kNoticeDeadlineMs));
-  return theirs;
+  w.put<uint32_t>(1 + 8).put(static_cast<uint8_t>(Msg::FingerprintQuery)).put(seq);
+  sendTo((rank_ + nranks_ - 1) % nranks_, w.bytes(), Deadline::afterMs(kNoticeDeadlineMs));
 }
 
 std::optional<FrameHeader> ControlPlane::waitLeftFingerprint(uint64_t seq, Deadline deadline) const {

@@ -31,10 +31,10 @@ struct PeerState {
   enum class Status : uint8_t { Alive, Left, Died, Failed };
   Status status = Status::Alive;
   ByeReason byeReason = ByeReason::Destroy;
-  int64_t lastSeq = -1;                  // last collective it completed (from its goodbye)
-  std::string byeCause;                  // the error it had failed with before leaving, if any
+  int64_t lastSeq = -1;                         // last collective it completed (from its goodbye)
+  std::string byeCause;                         // the error it had failed with before leaving, if any
   vigilResult_t byeCauseResult = vigilSuccess;  // and that error's result code
-  vigilResult_t failure = vigilSuccess;  // for Failed: the peer's error
+  vigilResult_t failure = vigilSuccess;         // for Failed: the peer's error
   std::string failureText;
   Clock::time_point since{};
 };
@@ -72,14 +72,20 @@ class ControlPlane {
   void broadcastFailure(vigilResult_t result, const std::string& text);
 
   // Fingerprints, compared with the neighbours in parallel with the data
-  // path: each rank tells its right neighbour which collective it runs as
-  // seq N, and checks what its left neighbour said. This catches ranks in
-  // different collectives even when no data message would ever reach the
-  // other (reduce_scatter on one rank, gather on another; two "roots").
+  // path, at no cost on the fast path: each rank records which collective it
+  // runs as seq N; a rank asks its left neighbour for its record only when
+  // the data path cannot prove agreement (it received nothing from that
+  // neighbour in the op, or the op stalls). The answer is compared on
+  // arrival. This catches ranks in different collectives even when no data
+  // message would ever reach the other (reduce_scatter on one rank, gather
+  // on another; two "roots").
   void setFingerprintMismatchHandler(FingerprintMismatchFn fn) { onFingerprintMismatch_ = std::move(fn); }
-  // Records this rank's fingerprint for its seq, sends it right, and compares
-  // it with the left neighbour's if that arrived already (then returns it).
-  std::optional<FrameHeader> announceFingerprint(const FrameHeader& mine);
+  // Records this rank's fingerprint for its seq (and answers a query that
+  // was waiting for it).
+  void recordFingerprint(const FrameHeader& mine);
+  // Asks the left neighbour for its fingerprint of `seq` (answered at once,
+  // or when it reaches that seq).
+  void queryLeftFingerprint(uint64_t seq);
   // Waits for the left neighbour's fingerprint of `seq`. Returns it, or
   // nothing when the deadline passed or the communicator was poisoned.
   std::optional<FrameHeader> waitLeftFingerprint(uint64_t seq, Deadline deadline) const;
@@ -121,6 +127,7 @@ class ControlPlane {
   void setState(int peer, PeerState::Status status, const PeerState* details);
   void flushSignals();
   bool sendTo(int peer, const std::vector<uint8_t>& message, Deadline deadline);
+  void sendFingerprint(const FrameHeader& mine);  // to the right neighbour
 
   const int rank_;
   const int nranks_;
@@ -147,8 +154,9 @@ class ControlPlane {
   std::vector<FrameHeader> ownFingerprints_;
   std::vector<FrameHeader> leftFingerprints_;
   FingerprintMismatchFn onFingerprintMismatch_;
+  int64_t pendingQuerySeq_ = -1;  // the right neighbour waits for our fingerprint of this seq
   ProgressFn progress_;
-  uint64_t queryRound_ = 0;                       // guarded by mutex_
+  uint64_t queryRound_ = 0;                                           // guarded by mutex_
   std::vector<std::pair<uint64_t, ProgressReport>> progressReplies_;  // per peer: round, report
 };
 

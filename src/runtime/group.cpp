@@ -67,9 +67,13 @@ void runBatch(const std::vector<Pending>& ops) {
 
 }  // namespace
 
-bool active() { return state.depth > 0; }
+bool active() {
+  return state.depth > 0;
+}
 
-void start() { ++state.depth; }
+void start() {
+  ++state.depth;
+}
 
 void add(std::shared_ptr<Communicator> comm, const OpDesc& op, std::shared_ptr<Stream> stream) {
   comm->validate(op);

@@ -62,6 +62,7 @@ ExchangeFault DataPlane::exchange(std::span<const Transfer> transfers, const Fra
   std::vector<uint8_t>& claimed = claimed_;
   claimed.resize(2 * fds_.size());
   std::vector<pollfd>& pfds = pollFds_;
+  bool stalled = false;
 
   auto recvStep = [&](Active& a) -> Step {
     int fd = fds_[static_cast<size_t>(a.transfer->peer)].get();
@@ -153,7 +154,12 @@ ExchangeFault DataPlane::exchange(std::span<const Transfer> transfers, const Fra
     const int changeFd = watch.peerChangeFd();
     if (changeFd >= 0) pfds.push_back({changeFd, POLLIN, 0});
 
-    int rc = ::poll(pfds.data(), pfds.size(), deadline.pollTimeoutMs());
+    const Deadline wake = stalled ? deadline : deadline.earlier(watch.stallDeadline());
+    int rc = ::poll(pfds.data(), pfds.size(), wake.pollTimeoutMs());
+    if (rc == 0 && !stalled && watch.stallDeadline().expired()) {
+      stalled = true;
+      watch.onStall();
+    }
     if (rc < 0 && errno != EINTR) {
       fault.kind = ExchangeFault::Kind::IoError;
       fault.err = errno;

@@ -70,6 +70,10 @@ class LivenessWatch {
   // impossible (>= 0, and sets *status) or -1 to carry on. `directRecvPeers`
   // are peers whose own sockets will tell their fate.
   virtual int checkPeers(std::span<const int> directRecvPeers, int* status) = 0;
+  // When the exchange has not finished by stallDeadline(), onStall() is
+  // called once (the communicator starts its cross-checks then).
+  virtual Deadline stallDeadline() const { return Deadline::never(); }
+  virtual void onStall() {}
 };
 
 class DataPlane {

@@ -37,7 +37,6 @@
 
 extern char** environ;
 
-
 namespace vigil::fault {
 
 using Clock = std::chrono::steady_clock;
@@ -46,7 +45,6 @@ using std::chrono::seconds;
 
 constexpr const char* kRankProgram = VIGIL_TEST_RANK;
 constexpr auto kDeadline = seconds(60);  // generous: a hang fails the test, it never blocks it
-
 
 inline long long monoNs() {
   timespec ts{};

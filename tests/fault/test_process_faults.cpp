@@ -10,7 +10,6 @@
 // (SIGKILL) and reaped when its RankJob goes out of scope, also when an
 // assertion fails half-way.
 
-
 #include <gtest/gtest.h>
 
 #include "fault/rank_job.hpp"

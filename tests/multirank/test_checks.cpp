@@ -14,7 +14,9 @@
 namespace vigil::test {
 namespace {
 
-bool contains(const std::string& text, const std::string& part) { return text.find(part) != std::string::npos; }
+bool contains(const std::string& text, const std::string& part) {
+  return text.find(part) != std::string::npos;
+}
 
 vigilConfig withNanCheck() {
   vigilConfig cfg = testConfig();
@@ -38,8 +40,8 @@ TEST(NanCheck, EveryRankNamesTheFirstRankWhoseInputHadANaN) {
         std::string text = vigilGetLastError(comm);
         EXPECT_TRUE(contains(text, "VG-NUM-001")) << text;
         EXPECT_TRUE(contains(text, "allreduce seq 2")) << text;
-        EXPECT_TRUE(contains(text, "rank 2" + std::string(rank == 2 ? " (this rank)" : "") +
-                                       "'s input holds NaN or Inf at element 17"))
+        EXPECT_TRUE(contains(
+            text, "rank 2" + std::string(rank == 2 ? " (this rank)" : "") + "'s input holds NaN or Inf at element 17"))
             << text;
         if (rank == 0) std::cout << "NaN origin report: " << text << "\n";
         // Numbers, not the communicator, were wrong: it keeps working.
@@ -78,7 +80,9 @@ TEST(NanCheck, AnOverflowingSumIsAnOutputError) {
       withNanCheck());
 }
 
-void runClosure(void* closure) { (*static_cast<std::function<void()>*>(closure))(); }
+void runClosure(void* closure) {
+  (*static_cast<std::function<void()>*>(closure))();
+}
 
 // S1 with the guard: buffer #2 of a group is rewritten after the group was
 // issued but before it ran; the guard names it.

@@ -24,37 +24,41 @@ struct Collective {
 
 std::vector<Collective> collectives(int root) {
   return {
-      {"allreduce", [](vigilComm_t c, auto& in, auto& out) {
+      {"allreduce",
+       [](vigilComm_t c, auto& in, auto& out) {
          return vigilAllReduce(in.data(), out.data(), kCount, vigilFloat32, vigilSum, c, nullptr);
        }},
-      {"broadcast", [root](vigilComm_t c, auto& in, auto& out) {
+      {"broadcast",
+       [root](vigilComm_t c, auto& in, auto& out) {
          return vigilBroadcast(in.data(), out.data(), kCount, vigilFloat32, root, c, nullptr);
        }},
-      {"reduce", [root](vigilComm_t c, auto& in, auto& out) {
+      {"reduce",
+       [root](vigilComm_t c, auto& in, auto& out) {
          return vigilReduce(in.data(), out.data(), kCount, vigilFloat32, vigilSum, root, c, nullptr);
        }},
-      {"allgather", [](vigilComm_t c, auto& in, auto& out) {
-         return vigilAllGather(in.data(), out.data(), kCount, vigilFloat32, c, nullptr);
-       }},
-      {"reduce_scatter", [](vigilComm_t c, auto& in, auto& out) {
+      {"allgather", [](vigilComm_t c, auto& in,
+                       auto& out) { return vigilAllGather(in.data(), out.data(), kCount, vigilFloat32, c, nullptr); }},
+      {"reduce_scatter",
+       [](vigilComm_t c, auto& in, auto& out) {
          return vigilReduceScatter(in.data(), out.data(), kCount, vigilFloat32, vigilSum, c, nullptr);
        }},
-      {"alltoall", [](vigilComm_t c, auto& in, auto& out) {
-         return vigilAllToAll(in.data(), out.data(), kCount, vigilFloat32, c, nullptr);
-       }},
-      {"gather", [root](vigilComm_t c, auto& in, auto& out) {
+      {"alltoall", [](vigilComm_t c, auto& in,
+                      auto& out) { return vigilAllToAll(in.data(), out.data(), kCount, vigilFloat32, c, nullptr); }},
+      {"gather",
+       [root](vigilComm_t c, auto& in, auto& out) {
          return vigilGather(in.data(), out.data(), kCount, vigilFloat32, root, c, nullptr);
        }},
-      {"scatter", [root](vigilComm_t c, auto& in, auto& out) {
+      {"scatter",
+       [root](vigilComm_t c, auto& in, auto& out) {
          return vigilScatter(in.data(), out.data(), kCount, vigilFloat32, root, c, nullptr);
        }},
       {"barrier", [](vigilComm_t c, auto&, auto&) { return vigilBarrier(c, nullptr); }},
   };
 }
 
-void expectAllMismatch(int n, const std::function<vigilResult_t(int, vigilComm_t, std::vector<float>&,
-                                                                  std::vector<float>&)>& call,
-                       const std::string& what) {
+void expectAllMismatch(
+    int n, const std::function<vigilResult_t(int, vigilComm_t, std::vector<float>&, std::vector<float>&)>& call,
+    const std::string& what) {
   runRanks(n, [&](int rank, vigilComm_t comm) {
     std::vector<float> in(kCount * 8, 1.0f), out(kCount * 8, 0.0f);
     auto start = std::chrono::steady_clock::now();
@@ -79,9 +83,7 @@ TEST_P(MismatchMatrix, EveryPairOfDifferentCollectives) {
       const std::string what = std::string(all[a].name) + " on rank 0 vs " + all[b].name + " elsewhere";
       expectAllMismatch(
           n,
-          [&](int rank, vigilComm_t c, auto& in, auto& out) {
-            return (rank == 0 ? all[a] : all[b]).call(c, in, out);
-          },
+          [&](int rank, vigilComm_t c, auto& in, auto& out) { return (rank == 0 ? all[a] : all[b]).call(c, in, out); },
           what);
     }
   }

@@ -12,7 +12,9 @@
 namespace vigil::test {
 namespace {
 
-bool contains(const std::string& text, const std::string& part) { return text.find(part) != std::string::npos; }
+bool contains(const std::string& text, const std::string& part) {
+  return text.find(part) != std::string::npos;
+}
 
 #define EXPECT_OK(call, comm) EXPECT_EQ((call), vigilSuccess) << vigilGetLastError(comm)
 
@@ -28,7 +30,9 @@ struct EventGuard {
 };
 
 // Host work, as a C callback: runs fn() on the stream's worker.
-void runClosure(void* closure) { (*static_cast<std::function<void()>*>(closure))(); }
+void runClosure(void* closure) {
+  (*static_cast<std::function<void()>*>(closure))();
+}
 
 TEST(Streams, WorkOnAStreamRunsInOrder) {
   runRanks(3, [](int rank, vigilComm_t comm) {
@@ -128,8 +132,8 @@ TEST(Streams, GroupedBuffersStayInUseUntilTheBatchCompletes) {
     EXPECT_OK(vigilStreamSynchronize(commStream.stream), comm);
     if (rank == 1) {
       for (size_t b = 0; b < kBuffers; ++b) {
-        size_t wrong = static_cast<size_t>(
-            std::count_if(bufs[b].begin(), bufs[b].end(), [&](int32_t v) { return v != static_cast<int32_t>(1000 + b); }));
+        size_t wrong = static_cast<size_t>(std::count_if(
+            bufs[b].begin(), bufs[b].end(), [&](int32_t v) { return v != static_cast<int32_t>(1000 + b); }));
         EXPECT_EQ(wrong, 0u) << "buffer #" << b;
       }
     }
