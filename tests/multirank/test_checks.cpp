@@ -129,3 +129,54 @@ TEST(BufferGuard, AChangedSendBufferOfAGroupIsNamed) {
 
 }  // namespace
 }  // namespace vigil::test
+
+namespace vigil::test {
+namespace {
+
+// S2: gradients are produced on a compute stream and reduce-scattered on a
+// comm stream. With the streams ordered by an event, the result is exact;
+// when rank 2's compute produces a NaN, every rank's reduce_scatter reports
+// rank 2 as the origin, with the element index.
+TEST(NanCheck, StreamOrderAndNaNOriginOnFourRanks) {
+  for (bool poisonRank2 : {false, true}) {
+    SCOPED_TRACE(poisonRank2 ? "rank 2 computes a NaN" : "clean gradients");
+    runRanks(
+        4,
+        [&](int rank, vigilComm_t comm) {
+          vigilStream_t compute = nullptr, comms = nullptr;
+          vigilEvent_t ready = nullptr;
+          ASSERT_EQ(vigilStreamCreate(&compute), vigilSuccess);
+          ASSERT_EQ(vigilStreamCreate(&comms), vigilSuccess);
+          ASSERT_EQ(vigilEventCreate(&ready), vigilSuccess);
+          std::vector<float> grad(4 * 256, -1.0f), shard(256, 0.0f);
+          std::function<void()> backward = [&] {
+            std::fill(grad.begin(), grad.end(), static_cast<float>(rank + 1));
+            if (poisonRank2 && rank == 2) grad[300] = std::numeric_limits<float>::quiet_NaN();
+          };
+          ASSERT_EQ(vigilLaunchHostFunc(compute, runClosure, &backward), vigilSuccess);
+          ASSERT_EQ(vigilEventRecord(ready, compute), vigilSuccess);
+          ASSERT_EQ(vigilStreamWaitEvent(comms, ready), vigilSuccess);
+          ASSERT_EQ(vigilReduceScatter(grad.data(), shard.data(), 256, vigilFloat32, vigilSum, comm, comms),
+                    vigilSuccess);
+          vigilResult_t rc = vigilStreamSynchronize(comms);
+          if (!poisonRank2) {
+            EXPECT_EQ(rc, vigilSuccess) << vigilGetLastError(nullptr);
+            EXPECT_EQ(shard, std::vector<float>(256, 10.0f)) << "the reduce-scatter ran before the compute";
+          } else {
+            std::string text = vigilGetLastError(nullptr);
+            EXPECT_EQ(rc, vigilNumericError) << text;
+            EXPECT_TRUE(contains(text, "VG-NUM-001")) << text;
+            EXPECT_TRUE(contains(text, "reduce_scatter seq 1")) << text;
+            EXPECT_TRUE(contains(text, "'s input holds NaN or Inf at element 300")) << text;
+            EXPECT_TRUE(contains(text, "rank 2")) << text;
+          }
+          vigilEventDestroy(ready);
+          vigilStreamDestroy(comms);
+          vigilStreamDestroy(compute);
+        },
+        withNanCheck());
+  }
+}
+
+}  // namespace
+}  // namespace vigil::test
