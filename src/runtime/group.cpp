@@ -1,5 +1,6 @@
 #include "runtime/group.hpp"
 
+#include <algorithm>
 #include <optional>
 #include <vector>
 
@@ -24,7 +25,11 @@ struct GroupState {
 
 thread_local GroupState state;
 
-// Per communicator, in order of first use; within one, issue order.
+// One communicator after the other, in the order of their names, which all
+// ranks of a communicator share: every rank then serves the communicators
+// of a group in the same order, whatever order the ops were issued in (a
+// send on A and a receive on B on one rank, the reverse on another).
+// Within one communicator, issue order.
 void runBatch(const std::vector<Pending>& ops) {
   std::vector<Communicator*> order;
   for (const Pending& p : ops) {
@@ -32,6 +37,8 @@ void runBatch(const std::vector<Pending>& ops) {
     for (Communicator* c : order) seen |= c == p.comm.get();
     if (!seen) order.push_back(p.comm.get());
   }
+  std::stable_sort(order.begin(), order.end(),
+                   [](const Communicator* a, const Communicator* b) { return a->name() < b->name(); });
   std::optional<Error> first;
   for (Communicator* comm : order) {
     std::vector<OpDesc> p2p;

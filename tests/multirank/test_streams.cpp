@@ -166,6 +166,40 @@ TEST(Streams, AsyncErrorsAreSticky) {
   });
 }
 
+// A group may span communicators, issued in a different order on each rank.
+TEST(Groups, OpsOfTwoCommunicatorsInOneGroup) {
+  vigilRootInfo rootA = newRootInfo(), rootB = newRootInfo();
+  std::vector<std::thread> ranks;
+  for (int r = 0; r < 2; ++r) {
+    ranks.emplace_back([&, r] {
+      vigilConfig cfgA = testConfig(), cfgB = testConfig();
+      cfgA.commName = "group-a";
+      cfgB.commName = "group-b";
+      vigilComm_t a = nullptr, b = nullptr;
+      ASSERT_EQ(vigilCommInitRootInfoConfig(2, &rootA, r, &cfgA, &a), vigilSuccess);
+      ASSERT_EQ(vigilCommInitRootInfoConfig(2, &rootB, r, &cfgB, &b), vigilSuccess);
+      std::vector<int> out(1 << 20, r + 1), inA(1 << 20, 0), inB(1 << 20, 0);  // 4 MiB: no send completes alone
+      EXPECT_EQ(vigilGroupStart(), vigilSuccess);
+      if (r == 0) {  // receive on B first, then send on A
+        EXPECT_EQ(vigilRecv(inB.data(), inB.size(), vigilInt32, 1, b, nullptr), vigilSuccess);
+        EXPECT_EQ(vigilSend(out.data(), out.size(), vigilInt32, 1, a, nullptr), vigilSuccess);
+      } else {  // receive on A first, then send on B
+        EXPECT_EQ(vigilRecv(inA.data(), inA.size(), vigilInt32, 0, a, nullptr), vigilSuccess);
+        EXPECT_EQ(vigilSend(out.data(), out.size(), vigilInt32, 0, b, nullptr), vigilSuccess);
+      }
+      EXPECT_EQ(vigilGroupEnd(), vigilSuccess) << vigilGetLastError(nullptr);
+      if (r == 0) {
+        EXPECT_EQ(inB, std::vector<int>(1 << 20, 2));
+      } else {
+        EXPECT_EQ(inA, std::vector<int>(1 << 20, 1));
+      }
+      vigilCommDestroy(a);
+      vigilCommDestroy(b);
+    });
+  }
+  for (auto& t : ranks) t.join();
+}
+
 TEST(Streams, BadHandlesAndMixedGroupsAreRefused) {
   runRanks(1, [](int, vigilComm_t comm) {
     StreamGuard a, b;
