@@ -42,6 +42,8 @@ class InputError : public std::runtime_error {
 };
 
 std::vector<Dump> loadDumps(const std::vector<std::string>& paths);
+// loadDumps, printing the reason to stderr instead of throwing.
+std::optional<std::vector<Dump>> loadDumpsOrReport(const std::vector<std::string>& paths);
 
 // "allreduce(float32, count 1024, sum)", "broadcast(float32, count 8, root 0)", "send(int8, count 4, peer 1)".
 std::string describeOp(const DumpEntry& entry);

@@ -278,13 +278,9 @@ std::string analyzeComm(const std::string& comm, const std::vector<const Dump*>&
 }  // namespace
 
 int runDumps(const std::vector<std::string>& files) {
-  std::vector<Dump> dumps;
-  try {
-    dumps = loadDumps(files);
-  } catch (const InputError& e) {
-    std::cerr << "vigil-doctor: " << e.what() << "\n";
-    return 1;
-  }
+  std::optional<std::vector<Dump>> loaded = loadDumpsOrReport(files);
+  if (!loaded) return 1;
+  std::vector<Dump>& dumps = *loaded;
   std::map<std::string, std::vector<const Dump*>> byComm;
   for (const Dump& d : dumps) byComm[d.comm].push_back(&d);
   std::string verdict;

@@ -4,6 +4,7 @@
 #include <cerrno>
 #include <cstring>
 #include <fstream>
+#include <iostream>
 #include <nlohmann/json.hpp>
 #include <sstream>
 #include <type_traits>
@@ -145,6 +146,15 @@ std::string joinRanks(const std::vector<int>& ranks) {
     i = j + 1;
   }
   return out;
+}
+
+std::optional<std::vector<Dump>> loadDumpsOrReport(const std::vector<std::string>& paths) {
+  try {
+    return loadDumps(paths);
+  } catch (const InputError& e) {
+    std::cerr << "vigil-doctor: " << e.what() << "\n";
+    return std::nullopt;
+  }
 }
 
 }  // namespace vigil::doctor

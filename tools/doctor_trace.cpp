@@ -103,13 +103,9 @@ void addDump(const Dump& d, bool severalComms, int64_t originNs, std::map<std::s
 }  // namespace
 
 int runTrace(const std::vector<std::string>& files, const std::string& outPath) {
-  std::vector<Dump> dumps;
-  try {
-    dumps = loadDumps(files);
-  } catch (const InputError& e) {
-    std::cerr << "vigil-doctor: " << e.what() << "\n";
-    return 1;
-  }
+  std::optional<std::vector<Dump>> loaded = loadDumpsOrReport(files);
+  if (!loaded) return 1;
+  std::vector<Dump>& dumps = *loaded;
   std::map<std::string, int> commCount;
   for (const Dump& d : dumps) ++commCount[d.comm];
   const bool severalComms = commCount.size() > 1;

@@ -12,16 +12,8 @@ RUN=${1:?usage: $0 path/to/vigil-run}
 [[ -x $RUN ]] || { echo "FAIL: $RUN is not executable"; exit 1; }
 TMP=$(mktemp -d)
 trap 'rm -rf "$TMP"' EXIT
-PASSED=0
-FAILED=0
-
-pass() { echo "PASS: $1"; PASSED=$((PASSED + 1)); }
-fail() { echo "FAIL: $1"; FAILED=$((FAILED + 1)); }
-check() {  # check "what" command...: PASS if the command succeeds
-  local what=$1
-  shift
-  if "$@"; then pass "$what"; else fail "$what"; fi
-}
+# shellcheck source=../common/checks.sh
+source "$(dirname "${BASH_SOURCE[0]}")/../common/checks.sh"
 # launch args...: runs vigil-run; sets RC, OUT (stdout), ERR (stderr), SECS (wall time).
 launch() {
   local start=$SECONDS

@@ -12,16 +12,8 @@ SRC=${2:?usage: $0 path/to/vigil-doctor path/to/source-dir}
 [[ -f $SRC/docs/errors.md ]] || { echo "FAIL: $SRC/docs/errors.md not found"; exit 1; }
 TMP=$(mktemp -d)
 trap '[[ -n ${KEEP_TMP:-} ]] || rm -rf "$TMP"' EXIT
-PASSED=0
-FAILED=0
-
-pass() { echo "PASS: $1"; PASSED=$((PASSED + 1)); }
-fail() { echo "FAIL: $1"; FAILED=$((FAILED + 1)); }
-check() {  # check "what" command...: PASS if the command succeeds
-  local what=$1
-  shift
-  if "$@"; then pass "$what"; else fail "$what"; fi
-}
+# shellcheck source=../common/checks.sh
+source "$(dirname "${BASH_SOURCE[0]}")/../common/checks.sh"
 # doctor args...: runs vigil-doctor; sets RC, OUT (stdout), ERR (stderr).
 doctor() {
   timeout 60 "$DOCTOR" "$@" >"$TMP/out" 2>"$TMP/err"
