@@ -140,7 +140,7 @@ std::vector<PeerInfo> rendezvous(const SocketAddress& root, const JobToken& toke
     ErrorBuilder(timedOut ? Errc::BootMissingRanks : Errc::BootRootFailed)
         .rank(hello.rank, hello.nranks)
         .op("init")
-        .cause(timedOut ? "the rendezvous root at " : "the rendezvous root at ", root.toString(),
+        .cause("the rendezvous root at ", root.toString(),
                timedOut ? " gave no answer before the connect timeout; the ranks that arrived are "
                           "unknown to this rank"
                         : " closed the connection before answering (did its process exit?)")

@@ -94,6 +94,12 @@ void Communicator::guardSendBuffer(uint64_t recordId, const OpDesc& op) {
   guardHashes_[recordId] = hash;
 }
 
+void Communicator::forgetSendBuffer(uint64_t recordId) {
+  if (!config_.bufferGuard) return;
+  std::lock_guard lock(guardMutex_);
+  guardHashes_.erase(recordId);
+}
+
 void Communicator::checkSendBuffer(uint64_t recordId, const OpDesc& op, size_t indexInBatch, int64_t seq) {
   if (!config_.bufferGuard) return;
   uint64_t before;

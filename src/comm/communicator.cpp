@@ -65,6 +65,7 @@ void Communicator::run(const OpDesc& op, uint64_t recordId) {
     recorder_.completed(recordId);
   } catch (const Error& e) {
     recorder_.failed(recordId, e.text());
+    forgetSendBuffer(recordId);
     dumpAfterFailure(e);
     throw;
   }
@@ -85,7 +86,10 @@ void Communicator::runPointToPoint(std::span<const OpDesc> ops, std::span<const 
     for (size_t i = 0; i < ops.size(); ++i) checkSendBuffer(ids[i], ops[i], i, -1);
     for (uint64_t id : ids) recorder_.completed(id);
   } catch (const Error& e) {
-    for (uint64_t id : ids) recorder_.failed(id, e.text());
+    for (uint64_t id : ids) {
+      recorder_.failed(id, e.text());
+      forgetSendBuffer(id);
+    }
     dumpAfterFailure(e);
     throw;
   }
@@ -267,7 +271,7 @@ ProgressReport Communicator::progress() const {
   return r;
 }
 
-int Communicator::checkPeers(std::span<const int> directRecvPeers, int* status) {
+int Communicator::checkPeers(std::span<const int> directRecvPeers) {
   control_.clearPeerChange();  // then read the state: a later change signals again
   std::vector<int> gone = gonePeersByCause(static_cast<int64_t>(current_.seq));
   if (gone.empty()) return -1;
@@ -280,7 +284,6 @@ int Communicator::checkPeers(std::span<const int> directRecvPeers, int* status) 
       if (d == first) return -1;
     }
   }
-  *status = static_cast<int>(s.status);
   return first;
 }
 

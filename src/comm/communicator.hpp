@@ -82,7 +82,7 @@ class Communicator : private algo::StepRunner, private LivenessWatch {
   // LivenessWatch
   int fatalFd() const override { return control_.fatalFd(); }
   int peerChangeFd() const override { return watchPeers_ ? control_.peerChangeFd() : -1; }
-  int checkPeers(std::span<const int> directRecvPeers, int* status) override;
+  int checkPeers(std::span<const int> directRecvPeers) override;
   Deadline stallDeadline() const override;
   void onStall() override;
 
@@ -113,6 +113,7 @@ class Communicator : private algo::StepRunner, private LivenessWatch {
   // Opt-in checks (comm/checks.cpp).
   void guardSendBuffer(uint64_t recordId, const OpDesc& op);
   void checkSendBuffer(uint64_t recordId, const OpDesc& op, size_t indexInBatch, int64_t seq);
+  void forgetSendBuffer(uint64_t recordId);  // an op that failed before its check
   int64_t scanInput(const OpDesc& op) const;
   void checkNumerics(const OpDesc& op, int64_t seq, int64_t inputIndex);
   // On timeout, mismatch or abort, once: the flight recorder to VIGIL_DUMP_DIR.

@@ -170,12 +170,10 @@ ExchangeFault DataPlane::exchange(std::span<const Transfer> transfers, const Fra
       return fault;
     }
     if (changeFd >= 0 && (pfds[fatalIndex + 1].revents & POLLIN)) {
-      int status = 0;
-      int gone = watch.checkPeers(directRecvPeers_, &status);
+      int gone = watch.checkPeers(directRecvPeers_);
       if (gone >= 0) {
         fault.kind = ExchangeFault::Kind::PeerGone;
         fault.peer = gone;
-        fault.goneStatus = status;
         return fault;
       }
     }

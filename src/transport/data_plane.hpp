@@ -45,7 +45,6 @@ struct ExchangeFault {
     IoError,
   } kind = Kind::None;
   int peer = -1;
-  int goneStatus = 0;      // for PeerGone: watcher-defined
   FrameHeader expected{};  // for HeaderMismatch / Protocol
   FrameHeader received{};
   size_t expectedBytes = 0;
@@ -67,9 +66,9 @@ class LivenessWatch {
   // Readable when some peer's state changed; -1 = do not watch (p2p).
   virtual int peerChangeFd() const = 0;
   // Called after peerChangeFd fired. Returns a peer that makes the exchange
-  // impossible (>= 0, and sets *status) or -1 to carry on. `directRecvPeers`
+  // impossible (>= 0) or -1 to carry on. `directRecvPeers`
   // are peers whose own sockets will tell their fate.
-  virtual int checkPeers(std::span<const int> directRecvPeers, int* status) = 0;
+  virtual int checkPeers(std::span<const int> directRecvPeers) = 0;
   // When the exchange has not finished by stallDeadline(), onStall() is
   // called once (the communicator starts its cross-checks then).
   virtual Deadline stallDeadline() const { return Deadline::never(); }
@@ -85,9 +84,6 @@ class DataPlane {
   // transfer). Returns a fault with Kind::None on success.
   ExchangeFault exchange(std::span<const Transfer> transfers, const FrameHeader& header, bool checkFingerprint,
                          Deadline deadline, LivenessWatch& watch);
-
-  int fd(int peer) const { return fds_[static_cast<size_t>(peer)].get(); }
-  void closeAll() { fds_.clear(); }
 
   struct Active {  // one transfer in flight
     const Transfer* transfer;
