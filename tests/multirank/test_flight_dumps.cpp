@@ -82,5 +82,14 @@ TEST(FlightDumps, AHangIsDumpedAndExplainedByTheDoctor) {
   std::filesystem::remove_all(kDumpDir);
 }
 
+TEST(FlightDumps, AnUnwritableDumpPathIsReported) {
+  runRanks(1, [](int, vigilComm_t comm) {
+    EXPECT_EQ(vigilCommDumpFlightRecorder(comm, "/nonexistent-dir/dump.json"), vigilSystemError);
+    std::string text = vigilGetLastError(comm);
+    EXPECT_NE(text.find("VG-COMM-005"), std::string::npos) << text;
+    EXPECT_NE(text.find("/nonexistent-dir/dump.json"), std::string::npos) << text;
+  });
+}
+
 }  // namespace
 }  // namespace vigil::test
