@@ -1,11 +1,18 @@
 #include "reduce/reduce.hpp"
 
+#include <atomic>
+#include <bit>
 #include <cmath>
 #include <cstdint>
 #include <limits>
 #include <type_traits>
 
 #include "reduce/half.hpp"
+#include "reduce/kernels.hpp"
+
+#if VIGIL_REDUCE_HAVE_AVX2
+#include <cpuid.h>
+#endif
 
 // Shape of this file: the (dtype, op) switch runs once per call and selects a
 // template instance whose inner loop is a plain indexed `for` over __restrict
@@ -15,6 +22,10 @@
 // 64-bit multiplies/compares; with -mavx2 every loop vectorises.) A "codec"
 // describes how a dtype is stored and which type the arithmetic happens in; an
 // op is a stateless functor.
+//
+// These loops are the reference for the AVX2 kernels in reduce_avx2.cpp, which
+// must return the same bits for every input; a change to a formula here needs
+// the same change there (test_reduce compares the two on any CPU with AVX2).
 
 namespace vigil::reduce {
 namespace {
@@ -53,13 +64,23 @@ struct Bfloat16 {
 template <typename T>
 using WrapType = std::conditional_t<(sizeof(T) < sizeof(unsigned)), unsigned, std::make_unsigned_t<T>>;
 
+// With two NaN operands x86 returns the first source's payload, and the
+// compiler may swap the operands of a commutative op (and does, to fold a
+// load), so `a + b` alone leaves the payload to code generation. Using `a` for
+// both operands when it is NaN pins the result to `a` quieted; a single NaN
+// operand is propagated quieted by the hardware anyway.
+template <typename T>
+T nanFirst(T a, T b) {
+  return a != a ? a : b;
+}
+
 struct SumOp {
   template <typename T>
   static T apply(T a, T b) {
     if constexpr (std::is_integral_v<T>) {
       return static_cast<T>(static_cast<WrapType<T>>(a) + static_cast<WrapType<T>>(b));
     } else {
-      return a + b;
+      return a + nanFirst(a, b);
     }
   }
 };
@@ -70,19 +91,47 @@ struct ProdOp {
     if constexpr (std::is_integral_v<T>) {
       return static_cast<T>(static_cast<WrapType<T>>(a) * static_cast<WrapType<T>>(b));
     } else {
-      return a * b;
+      return a * nanFirst(a, b);
     }
   }
 };
 
 // std::max/std::min would silently drop a NaN in one argument position and
 // keep it in the other, so a NaN on one rank could vanish depending on the
-// ring order. `a != a` is the NaN test that stays a plain vector compare.
+// ring order; here a NaN `a` wins, then a NaN `b`, then the greater (lesser)
+// value, and `b` on ties (+0 and -0 included).
+//
+// The values are compared as integers (orderKey) and the result is picked on
+// the bit patterns, because a float compare and `?:` depend on the compiler
+// and the FP environment: under DAZ a float compare sees denormals as zero,
+// and Clang lowers the `?:` to maxps/minps, which then return such an
+// operand flushed to zero. The AVX2 kernel does the same integer compare, so
+// both return the same bits with any compiler and any MXCSR.
+template <typename T>
+using Bits = std::conditional_t<sizeof(T) == 4, uint32_t, uint64_t>;
+
+// A signed integer ordered like the float (sign-magnitude to two's
+// complement); +0 and -0 map to the same key. Meaningless for NaN.
+template <typename T>
+std::make_signed_t<Bits<T>> orderKey(T v) {
+  using U = Bits<T>;
+  const U bits = std::bit_cast<U>(v);
+  const U negative = U{0} - (bits >> (8 * sizeof(U) - 1));  // all ones or zero
+  const U magnitude = bits & (~U{0} >> 1);
+  return static_cast<std::make_signed_t<U>>((magnitude ^ negative) - negative);
+}
+
+template <typename T>
+T selectBits(bool cond, T a, T b) {
+  const Bits<T> mask = Bits<T>{0} - static_cast<Bits<T>>(cond);
+  return std::bit_cast<T>((std::bit_cast<Bits<T>>(a) & mask) | (std::bit_cast<Bits<T>>(b) & ~mask));
+}
+
 struct MaxOp {
   template <typename T>
   static T apply(T a, T b) {
     if constexpr (std::is_floating_point_v<T>) {
-      return (a > b || a != a) ? a : b;
+      return selectBits(a != a || (b == b && orderKey(a) > orderKey(b)), a, b);
     } else {
       return a > b ? a : b;
     }
@@ -93,7 +142,7 @@ struct MinOp {
   template <typename T>
   static T apply(T a, T b) {
     if constexpr (std::is_floating_point_v<T>) {
-      return (a < b || a != a) ? a : b;
+      return selectBits(a != a || (b == b && orderKey(a) < orderKey(b)), a, b);
     } else {
       return a < b ? a : b;
     }
@@ -107,26 +156,50 @@ struct MinOp {
 // a scalar tail; at -O3 the chunk loop vectorises all the same.
 constexpr size_t kChunk = 64;
 
-template <typename Codec, typename Op>
-void reduceLoop(typename Codec::Storage* __restrict d, const typename Codec::Storage* __restrict s, size_t count) {
-  const auto step = [](auto a, auto b) { return Codec::store(Op::apply(Codec::load(a), Codec::load(b))); };
+// In place (kInPlace), the first operand is read through `d` and `a` is never
+// dereferenced: __restrict only forbids aliasing between pointers that are
+// used, and without it the out-of-place loop would need a runtime overlap
+// check that d == a fails, sending it to the scalar version.
+template <typename Codec, typename Op, bool kInPlace>
+void reduceLoop(typename Codec::Storage* __restrict d, const typename Codec::Storage* __restrict a,
+                const typename Codec::Storage* __restrict b, size_t count) {
+  const auto step = [](auto x, auto y) { return Codec::store(Op::apply(Codec::load(x), Codec::load(y))); };
+  const auto* first = kInPlace ? d : a;
   size_t i = 0;
   for (; i + kChunk <= count; i += kChunk) {
-    for (size_t j = 0; j < kChunk; ++j) d[i + j] = step(d[i + j], s[i + j]);
+    for (size_t j = 0; j < kChunk; ++j) d[i + j] = step(first[i + j], b[i + j]);
   }
-  for (; i < count; ++i) d[i] = step(d[i], s[i]);
+  for (; i < count; ++i) d[i] = step(first[i], b[i]);
 }
 
-template <typename Codec>
-void reduceTyped(void* dst, const void* src, size_t count, vigilRedOp_t op) {
-  auto* d = static_cast<typename Codec::Storage*>(dst);
-  const auto* s = static_cast<const typename Codec::Storage*>(src);
+template <typename Codec, bool kInPlace>
+void reduceTyped(void* dst, const void* a, const void* b, size_t count, vigilRedOp_t op) {
+  using S = typename Codec::Storage;
+  auto* d = static_cast<S*>(dst);
+  const auto* x = static_cast<const S*>(a);
+  const auto* y = static_cast<const S*>(b);
   switch (op) {
     case vigilSum:
-    case vigilAvg: return reduceLoop<Codec, SumOp>(d, s, count);
-    case vigilProd: return reduceLoop<Codec, ProdOp>(d, s, count);
-    case vigilMax: return reduceLoop<Codec, MaxOp>(d, s, count);
-    case vigilMin: return reduceLoop<Codec, MinOp>(d, s, count);
+    case vigilAvg: return reduceLoop<Codec, SumOp, kInPlace>(d, x, y, count);
+    case vigilProd: return reduceLoop<Codec, ProdOp, kInPlace>(d, x, y, count);
+    case vigilMax: return reduceLoop<Codec, MaxOp, kInPlace>(d, x, y, count);
+    case vigilMin: return reduceLoop<Codec, MinOp, kInPlace>(d, x, y, count);
+  }
+}
+
+template <bool kInPlace>
+void reduceScalar(void* dst, const void* a, const void* b, size_t count, vigilDataType_t dtype, vigilRedOp_t op) {
+  switch (dtype) {
+    case vigilInt8: return reduceTyped<Native<int8_t>, kInPlace>(dst, a, b, count, op);
+    case vigilUint8: return reduceTyped<Native<uint8_t>, kInPlace>(dst, a, b, count, op);
+    case vigilInt32: return reduceTyped<Native<int32_t>, kInPlace>(dst, a, b, count, op);
+    case vigilUint32: return reduceTyped<Native<uint32_t>, kInPlace>(dst, a, b, count, op);
+    case vigilInt64: return reduceTyped<Native<int64_t>, kInPlace>(dst, a, b, count, op);
+    case vigilUint64: return reduceTyped<Native<uint64_t>, kInPlace>(dst, a, b, count, op);
+    case vigilFloat16: return reduceTyped<Float16, kInPlace>(dst, a, b, count, op);
+    case vigilFloat32: return reduceTyped<Native<float>, kInPlace>(dst, a, b, count, op);
+    case vigilFloat64: return reduceTyped<Native<double>, kInPlace>(dst, a, b, count, op);
+    case vigilBfloat16: return reduceTyped<Bfloat16, kInPlace>(dst, a, b, count, op);
   }
 }
 
@@ -175,25 +248,70 @@ bool nonFiniteValue(T v) {
   return !(std::fabs(v) <= std::numeric_limits<T>::max());
 }
 
+// ---- Kernel choice ----------------------------------------------------------
+
+KernelIsa detectKernelIsa() {
+#if VIGIL_REDUCE_HAVE_AVX2
+  // __builtin_cpu_supports("avx2") also checks that the OS saves ymm state
+  // (XGETBV). F16C is read from CPUID directly because not every compiler
+  // accepts "f16c" there; it is present on every AVX2 CPU shipped so far.
+  __builtin_cpu_init();
+  unsigned eax = 0, ebx = 0, ecx = 0, edx = 0;
+  const bool f16c = __get_cpuid(1, &eax, &ebx, &ecx, &edx) && (ecx & bit_F16C) != 0;
+  if (__builtin_cpu_supports("avx2") && f16c) return KernelIsa::kAvx2;
+#endif
+  return KernelIsa::kScalar;
+}
+
+std::atomic<KernelIsa>& activeSlot() {
+  static std::atomic<KernelIsa> slot{supportedKernelIsa()};
+  return slot;
+}
+
+#if VIGIL_REDUCE_HAVE_AVX2
+bool useAvx2() {
+  return activeSlot().load(std::memory_order_relaxed) == KernelIsa::kAvx2;
+}
+#endif
+
 }  // namespace
 
+KernelIsa supportedKernelIsa() {
+  static const KernelIsa isa = detectKernelIsa();
+  return isa;
+}
+
+KernelIsa activeKernelIsa() {
+  return activeSlot().load(std::memory_order_relaxed);
+}
+
+KernelIsa setKernelIsaForTesting(KernelIsa isa) {
+  if (supportedKernelIsa() == KernelIsa::kScalar) isa = KernelIsa::kScalar;
+  return activeSlot().exchange(isa, std::memory_order_relaxed);
+}
+
+// ---- Entry points ---------------------------------------------------------
+
 void reduceInPlace(void* dst, const void* src, size_t count, vigilDataType_t dtype, vigilRedOp_t op) {
-  switch (dtype) {
-    case vigilInt8: return reduceTyped<Native<int8_t>>(dst, src, count, op);
-    case vigilUint8: return reduceTyped<Native<uint8_t>>(dst, src, count, op);
-    case vigilInt32: return reduceTyped<Native<int32_t>>(dst, src, count, op);
-    case vigilUint32: return reduceTyped<Native<uint32_t>>(dst, src, count, op);
-    case vigilInt64: return reduceTyped<Native<int64_t>>(dst, src, count, op);
-    case vigilUint64: return reduceTyped<Native<uint64_t>>(dst, src, count, op);
-    case vigilFloat16: return reduceTyped<Float16>(dst, src, count, op);
-    case vigilFloat32: return reduceTyped<Native<float>>(dst, src, count, op);
-    case vigilFloat64: return reduceTyped<Native<double>>(dst, src, count, op);
-    case vigilBfloat16: return reduceTyped<Bfloat16>(dst, src, count, op);
+  reduceInto(dst, dst, src, count, dtype, op);
+}
+
+void reduceInto(void* dst, const void* a, const void* b, size_t count, vigilDataType_t dtype, vigilRedOp_t op) {
+#if VIGIL_REDUCE_HAVE_AVX2
+  if (useAvx2() && avx2::reduceInto(dst, a, b, count, dtype, op)) return;
+#endif
+  if (dst == a) {
+    reduceScalar<true>(dst, a, b, count, dtype, op);
+  } else {
+    reduceScalar<false>(dst, a, b, count, dtype, op);
   }
 }
 
 void divideInPlace(void* buf, size_t count, vigilDataType_t dtype, int divisor) {
   if (divisor < 1) return;
+#if VIGIL_REDUCE_HAVE_AVX2
+  if (useAvx2() && avx2::divideInPlace(buf, count, dtype, divisor)) return;
+#endif
   switch (dtype) {
     case vigilInt8: return divideTyped<Native<int8_t>>(buf, count, divisor);
     case vigilUint8: return divideTyped<Native<uint8_t>>(buf, count, divisor);
@@ -209,6 +327,10 @@ void divideInPlace(void* buf, size_t count, vigilDataType_t dtype, int divisor) 
 }
 
 size_t findNonFinite(const void* buf, size_t count, vigilDataType_t dtype) {
+#if VIGIL_REDUCE_HAVE_AVX2
+  size_t index = SIZE_MAX;
+  if (useAvx2() && avx2::findNonFinite(buf, count, dtype, &index)) return index;
+#endif
   switch (dtype) {
     case vigilFloat16:  // all-ones exponent
       return findIf<uint16_t>(buf, count, [](uint16_t h) { return (h & 0x7C00u) == 0x7C00u; });

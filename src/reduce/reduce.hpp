@@ -10,10 +10,18 @@
 // Numeric contract, identical on every rank so that all ranks produce the same
 // bits:
 //  - integer sum/prod wrap modulo 2^bits (two's complement);
-//  - float max/min return NaN if either input is NaN;
+//  - float max/min return NaN if either input is NaN, and otherwise one of the
+//    inputs as stored: they compare exact values (DAZ does not apply) and
+//    give the second input on ties (+0 vs -0);
 //  - float16/bfloat16 are widened to float32 per element, combined, and
 //    rounded back once (round to nearest even);
 //  - vigilAvg reduces as vigilSum; the caller finishes it with divideInPlace.
+// NaN payloads are deterministic too: a NaN result is the first operand's NaN
+// (dst's, or a's) if it has one, else the second's; sum/prod/avg quiet it.
+//
+// The kernels are chosen once per process from the CPU (AVX2 + F16C, else
+// portable loops); both sets return the same bits for every input and do not
+// depend on the FP environment's rounding mode for the half conversions.
 
 #include <cstddef>
 
@@ -23,6 +31,11 @@ namespace vigil::reduce {
 
 // dst[i] = dst[i] OP src[i] for i in [0, count).
 void reduceInPlace(void* dst, const void* src, size_t count, vigilDataType_t dtype, vigilRedOp_t op);
+
+// dst[i] = a[i] OP b[i] for i in [0, count), with a as the first operand (the
+// role dst plays above). dst may be a itself; otherwise dst must not overlap a
+// or b. a and b may overlap each other.
+void reduceInto(void* dst, const void* a, const void* b, size_t count, vigilDataType_t dtype, vigilRedOp_t op);
 
 // buf[i] /= divisor for i in [0, count). Integers truncate toward zero; floats
 // use IEEE division (half types through float32). divisor must be >= 1 (it is

@@ -1,6 +1,7 @@
 // Reduction kernels and half-precision conversions against scalar references
 // that share no code with the implementation (rounding is redone with
-// frexp/nearbyint in double).
+// frexp/nearbyint in double), and the vector kernels against the portable
+// loops, bit for bit.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -15,6 +16,7 @@
 #include <vector>
 
 #include "reduce/half.hpp"
+#include "reduce/kernels.hpp"
 #include "reduce/reduce.hpp"
 
 namespace {
@@ -25,7 +27,9 @@ using vigil::floatToHalf;
 using vigil::halfToFloat;
 using vigil::reduce::divideInPlace;
 using vigil::reduce::findNonFinite;
+using vigil::reduce::KernelIsa;
 using vigil::reduce::reduceInPlace;
+using vigil::reduce::reduceInto;
 
 constexpr vigilDataType_t kTypes[] = {vigilInt8,   vigilUint8,   vigilInt32,   vigilUint32,  vigilInt64,
                                       vigilUint64, vigilFloat16, vigilFloat32, vigilFloat64, vigilBfloat16};
@@ -34,6 +38,14 @@ constexpr size_t kCounts[] = {0, 1, 7, 1000, 4099};
 const char* const kTypeNames[] = {"int8",   "uint8",   "int32",   "uint32",  "int64",
                                   "uint64", "float16", "float32", "float64", "bfloat16"};
 const char* const kOpNames[] = {"sum", "prod", "max", "min", "avg"};
+
+struct IsaScope {  // runs the entry points on one kernel set for a scope
+  const KernelIsa previous;
+  explicit IsaScope(KernelIsa isa) : previous(vigil::reduce::setKernelIsaForTesting(isa)) {}
+  ~IsaScope() { vigil::reduce::setKernelIsaForTesting(previous); }
+};
+const KernelIsa kIsas[] = {KernelIsa::kScalar, vigil::reduce::supportedKernelIsa()};
+using Bytes = std::vector<uint8_t>;
 
 // ---- Independent references -------------------------------------------------
 
@@ -179,13 +191,16 @@ class ReduceAll : public ::testing::TestWithParam<std::tuple<vigilDataType_t, vi
 
 TEST_P(ReduceAll, MatchesScalarReference) {
   const auto [dtype, op] = GetParam();
-  for (size_t count : kCounts) {
-    SCOPED_TRACE("count " + std::to_string(count));
-    checkReduceAny(dtype, op, count, /*random=*/false);
-    // Float64 has no wider type to check random values against exactly.
-    if (dtype == vigilFloat16 || dtype == vigilFloat32 || dtype == vigilBfloat16) {
-      SCOPED_TRACE("random bit patterns");
-      checkReduceAny(dtype, op, count, /*random=*/true);
+  for (KernelIsa isa : kIsas) {
+    const IsaScope scope(isa);
+    for (size_t count : kCounts) {
+      SCOPED_TRACE("isa " + std::to_string(static_cast<int>(isa)) + " count " + std::to_string(count));
+      checkReduceAny(dtype, op, count, /*random=*/false);
+      // Float64 has no wider type to check random values against exactly.
+      if (dtype == vigilFloat16 || dtype == vigilFloat32 || dtype == vigilBfloat16) {
+        SCOPED_TRACE("random bit patterns");
+        checkReduceAny(dtype, op, count, /*random=*/true);
+      }
     }
   }
 }
@@ -449,5 +464,136 @@ TEST(Bfloat16, KnownValues) {
   EXPECT_EQ(floatToBfloat16(std::numeric_limits<float>::denorm_min()), 0x0000);
   EXPECT_EQ(floatToBfloat16(std::bit_cast<float>(0x00008001u)), 0x0001);
 }
+
+// Two NaN operands: the result is the first one's (quieted by arithmetic) with
+// every kernel set, whichever operand order the compiler picks for the add.
+TEST(Reduce, NanPayloadComesFromFirstOperand) {
+  for (KernelIsa isa : kIsas) {
+    const IsaScope scope(isa);
+    for (vigilRedOp_t op : kOps) {
+      std::vector<uint32_t> f(37, 0x7FA00001u), fs(37, 0xFFC00002u);  // signalling, quiet
+      std::vector<uint16_t> h(37, 0x7D01), hs(37, 0xFE02), b(37, 0x7FA1), bs(37, 0xFFC2);
+      reduceInPlace(f.data(), fs.data(), f.size(), vigilFloat32, op);
+      reduceInPlace(h.data(), hs.data(), h.size(), vigilFloat16, op);
+      reduceInPlace(b.data(), bs.data(), b.size(), vigilBfloat16, op);
+      const bool selects = op == vigilMax || op == vigilMin;  // max/min return the operand as is
+      EXPECT_EQ(f, std::vector<uint32_t>(37, selects ? 0x7FA00001u : 0x7FE00001u)) << kOpNames[op];
+      EXPECT_EQ(h, std::vector<uint16_t>(37, 0x7F01)) << kOpNames[op];  // narrowing quiets
+      EXPECT_EQ(b, std::vector<uint16_t>(37, 0x7FE1)) << kOpNames[op];
+    }
+  }
+}
+
+#if VIGIL_REDUCE_HAVE_AVX2
+// ---- Vector kernels against the portable loops --------------------------------
+
+// Per dtype: element size, exponent and mantissa bits (0 for integers).
+constexpr size_t kSize[] = {1, 1, 4, 4, 8, 8, 2, 4, 8, 2};
+constexpr int kExpBits[] = {0, 0, 0, 0, 0, 0, 5, 8, 11, 8}, kMantBits[] = {0, 0, 0, 0, 0, 0, 10, 23, 52, 7};
+
+uint64_t elemBits(const Bytes& b, size_t i, vigilDataType_t t) {
+  uint64_t v = 0;
+  std::memcpy(&v, b.data() + i * kSize[t], kSize[t]);  // little-endian
+  return v;
+}
+
+// Random elements: integers of any bits; for floats a mix of any pattern,
+// values near 1 (their sums round, some tie) and the edges: +-0, +-Inf, quiet
+// and signalling NaNs with payloads, subnormals, the extremes. With `finite`,
+// NaN/Inf become finite by clearing their exponent.
+Bytes mixedElements(size_t count, vigilDataType_t t, std::mt19937_64& rng, bool finite = false) {
+  const int e = kExpBits[t], m = kMantBits[t];
+  const uint64_t mantMask = (uint64_t{1} << m) - 1, bias = e ? (1u << (e - 1)) - 1 : 0, inf = ((1u << e) - 1ull) << m;
+  Bytes out(count * kSize[t]);
+  for (size_t i = 0; i < count; ++i) {
+    uint64_t v = rng();
+    const uint64_t sign = (rng() >> 63) << (e + m), mant = v & mantMask;
+    const uint64_t edges[] = {
+        0, inf, inf | (mantMask + 1) / 2, inf | 1, inf | mant | 1, 1, mantMask, mantMask + 1, inf - 1, mant};
+    const uint64_t kind = e == 0 ? 0 : rng() % 4;
+    if (kind == 1 || kind == 2) v = sign | ((bias + rng() % 8 - 4) << m) | mant;
+    if (kind == 3) v = sign | edges[rng() % std::size(edges)];
+    if (finite && e != 0 && (v & inf) == inf) v &= ~inf;
+    std::memcpy(out.data() + i * kSize[t], &v, kSize[t]);
+  }
+  return out;
+}
+
+// Sets MXCSR bits for a scope: flush-to-zero and denormals-are-zero, as some
+// frameworks set them, or a rounding mode the half conversions must ignore.
+struct MxcsrScope {
+  const unsigned saved = __builtin_ia32_stmxcsr();
+  explicit MxcsrScope(unsigned bits) { __builtin_ia32_ldmxcsr(saved | bits); }
+  ~MxcsrScope() { __builtin_ia32_ldmxcsr(saved); }
+};
+
+// Runs `fn` on fresh copies of `in` with each kernel set; the copies must end
+// up with the same bytes, guards and inputs included.
+template <typename Fn>
+void expectSameBits(const std::vector<Bytes>& in, vigilDataType_t t, Fn fn) {
+  std::vector<Bytes> got[2] = {in, in};
+  for (int k = 0; k < 2; ++k) {
+    const IsaScope scope(kIsas[k]);
+    fn(got[k]);
+  }
+  for (size_t j = 0; j < in.size(); ++j) {
+    const size_t at = std::mismatch(got[0][j].begin(), got[0][j].end(), got[1][j].begin()).first - got[0][j].begin();
+    const size_t i = at / kSize[t];  // the message is built only on failure, when i is in range
+    ASSERT_EQ(at, got[0][j].size()) << "buffer " << j << " element " << i << std::hex << ": portable 0x"
+                                    << elemBits(got[0][j], i, t) << ", vector 0x" << elemBits(got[1][j], i, t);
+  }
+}
+
+// Every entry point, every dtype, every length up to a few blocks (all tail
+// shapes) and some long odd ones, with element offsets that move each pointer
+// off vector alignment differently, with FTZ/DAZ or rounding toward zero too.
+TEST(VectorKernels, EveryEntryPointMatchesPortableLoops) {
+  if (vigil::reduce::supportedKernelIsa() == KernelIsa::kScalar) GTEST_SKIP() << "no vector kernels on this CPU";
+  std::mt19937_64 rng(20240611);
+  for (unsigned bits : {0u, 0x8040u, 0x6000u}) {  // default, FTZ + DAZ, round toward zero
+    const MxcsrScope mxcsr(bits);
+    for (vigilDataType_t t : kTypes) {
+      for (size_t c = 0; c <= 73; ++c) {
+        const size_t count = c <= 70 ? c : (size_t{1} << (2 * c - 132)) + 1;  // then 1025, 4097, 16385
+        SCOPED_TRACE(std::string(kTypeNames[t]) + " count " + std::to_string(count) + " mxcsr " + std::to_string(bits));
+        const size_t z = kSize[t], n = count + 24;  // offsets plus guards
+        const size_t d = count % 3 * z, a = (count + 1) % 4 * z, b = (count + 2) % 5 * z;
+        const std::vector<Bytes> in = {mixedElements(n, t, rng), mixedElements(n, t, rng), mixedElements(n, t, rng)};
+        for (vigilRedOp_t op : kOps) {
+          SCOPED_TRACE(kOpNames[op]);
+          expectSameBits(in, t, [&](std::vector<Bytes>& v) { reduceInPlace(&v[0][d], &v[1][b], count, t, op); });
+          expectSameBits(in, t, [&](std::vector<Bytes>& v) { reduceInto(&v[0][d], &v[1][a], &v[2][b], count, t, op); });
+        }
+        for (int divisor : {1, 3, 7, 1000}) {
+          expectSameBits(in, t, [&](std::vector<Bytes>& v) { divideInPlace(&v[0][a], count, t, divisor); });
+        }
+        // Finite data with up to two NaNs anywhere in the buffer, inside the range or not.
+        Bytes finite = mixedElements(n, t, rng, /*finite=*/true);
+        for (uint64_t k = rng() % 3; k > 0; --k) std::memset(&finite[rng() % n * z], 0xFF, z);
+        const auto find = [&](KernelIsa isa) {
+          const IsaScope scope(isa);
+          return findNonFinite(&finite[a], count, t);
+        };
+        ASSERT_EQ(find(kIsas[0]), find(kIsas[1]));
+      }
+    }
+  }
+  // Every float16/bfloat16 pattern against every other, both ways round
+  // (division is checked on every pattern against a reference above).
+  std::vector<uint16_t> all(2 * 65536);
+  for (size_t i = 0; i < all.size(); ++i) all[i] = static_cast<uint16_t>(i);
+  std::shuffle(all.begin() + 65536, all.end(), rng);
+  const auto* raw = reinterpret_cast<const uint8_t*>(all.data());
+  const Bytes every(raw, raw + 2 * 65536), shuffled(raw + 2 * 65536, raw + 4 * 65536);
+  for (vigilDataType_t t : {vigilFloat16, vigilBfloat16}) {
+    for (vigilRedOp_t op : kOps) {
+      SCOPED_TRACE(std::string(kTypeNames[t]) + " " + kOpNames[op]);
+      const auto reduce = [&](std::vector<Bytes>& v) { reduceInPlace(v[0].data(), v[1].data(), 65536, t, op); };
+      expectSameBits({every, shuffled}, t, reduce);
+      expectSameBits({shuffled, every}, t, reduce);
+    }
+  }
+}
+#endif  // VIGIL_REDUCE_HAVE_AVX2
 
 }  // namespace
