@@ -8,6 +8,7 @@
 #include <span>
 
 #include "transport/data_plane.hpp"
+#include "transport/shm_plane.hpp"
 #include "vigil/vigil.h"
 
 namespace vigil::algo {
@@ -23,6 +24,17 @@ class StepRunner {
   // At least `bytes` of scratch, kept for the communicator's life; valid
   // until the next call.
   virtual uint8_t* scratch(size_t bytes) = 0;
+
+  // Shared-memory algorithms (null when the ranks talk over sockets).
+  // Protocol: take a staging buffer (waits until every rank is done reading
+  // what it held before), write into it, sync (post the next step and wait
+  // for every rank to post it; the first sync of an op also compares the
+  // ranks' fingerprints), read the others' buffers, and release the buffer
+  // with the last step after which it was read.
+  virtual ShmDataPlane* shm() { return nullptr; }
+  virtual int shmTakeBuffer() { return 0; }
+  virtual uint64_t shmSync() { return 0; }
+  virtual void shmRelease(int /*buffer*/, uint64_t /*lastReadStep*/) {}
 };
 
 // Splits `count` elements into `parts` nearly equal contiguous blocks.
@@ -54,5 +66,16 @@ void allToAllVDirect(StepRunner& r, const void* send, const size_t* sendcounts, 
 void gatherDirect(StepRunner& r, const void* send, void* recv, size_t sendcount, vigilDataType_t dtype, int root);
 void scatterDirect(StepRunner& r, const void* send, void* recv, size_t recvcount, vigilDataType_t dtype, int root);
 void barrierDissemination(StepRunner& r);
+void allReduceRecursiveDoubling(StepRunner& r, const void* send, void* recv, size_t count, vigilDataType_t dtype,
+                                vigilRedOp_t op);
+
+// Shared memory (r.shm() != null).
+void allReduceShm(StepRunner& r, const void* send, void* recv, size_t count, vigilDataType_t dtype, vigilRedOp_t op);
+void broadcastShm(StepRunner& r, const void* send, void* recv, size_t count, vigilDataType_t dtype, int root);
+void allGatherShm(StepRunner& r, const void* send, void* recv, size_t sendcount, vigilDataType_t dtype);
+void reduceScatterShm(StepRunner& r, const void* send, void* recv, size_t recvcount, vigilDataType_t dtype,
+                      vigilRedOp_t op);
+void allToAllShm(StepRunner& r, const void* send, void* recv, size_t count, vigilDataType_t dtype);
+void barrierShm(StepRunner& r);
 
 }  // namespace vigil::algo

@@ -114,18 +114,61 @@ void Communicator::runCollective(const OpDesc& op) {
     ~Leave() { seq.store(-1); }
   } leave{inProgressSeq_};
   heardFromLeft_ = false;
+  shmChecked_ = false;
+  const algo::Algo algo = algo::selectAlgo(op.kind, opBytes(op), topology_, config_.algo);
+  current_.algo = static_cast<uint16_t>(algo);
   if (config_.fingerprint && nranks_ > 1) control_.recordFingerprint(current_);
+  if (algo == algo::Algo::Shm) data_->shm()->publishFingerprint(current_);
   stallAt_ = Deadline::afterMs(kStallMs);
   stallQueried_ = false;
   VIGIL_LOG_AT(LogLevel::Trace, rank_, currentLabel_, " seq ", seq, " count ", op.count, " ", dtypeName(op.dtype));
 
+  runAlgorithm(op, algo);
+  if (config_.fingerprint && nranks_ > 1 && !heardFromLeft_) confirmWithLeftNeighbour();
+  completedSeq_.store(seq);  // the data moved consistently, whatever the numbers say
+  if (config_.nanCheck) checkNumerics(op, seq, nonFiniteInput);
+}
+
+void Communicator::runAlgorithm(const OpDesc& op, algo::Algo algo) {
+  using algo::Algo;
+  const bool shm = algo == Algo::Shm;
   switch (op.kind) {
-    case OpKind::AllReduce: algo::allReduceRing(*this, op.send, op.recv, op.count, op.dtype, op.redop); break;
-    case OpKind::Broadcast: algo::broadcastBinomial(*this, op.send, op.recv, op.count, op.dtype, op.root); break;
+    case OpKind::AllReduce:
+      if (shm) {
+        algo::allReduceShm(*this, op.send, op.recv, op.count, op.dtype, op.redop);
+      } else if (algo == Algo::RecursiveDoubling) {
+        algo::allReduceRecursiveDoubling(*this, op.send, op.recv, op.count, op.dtype, op.redop);
+      } else {
+        algo::allReduceRing(*this, op.send, op.recv, op.count, op.dtype, op.redop);
+      }
+      break;
+    case OpKind::Broadcast:
+      if (shm) {
+        algo::broadcastShm(*this, op.send, op.recv, op.count, op.dtype, op.root);
+      } else {
+        algo::broadcastBinomial(*this, op.send, op.recv, op.count, op.dtype, op.root);
+      }
+      break;
     case OpKind::Reduce: algo::reduceBinomial(*this, op.send, op.recv, op.count, op.dtype, op.redop, op.root); break;
-    case OpKind::AllGather: algo::allGatherRing(*this, op.send, op.recv, op.count, op.dtype); break;
-    case OpKind::ReduceScatter: algo::reduceScatterRing(*this, op.send, op.recv, op.count, op.dtype, op.redop); break;
+    case OpKind::AllGather:
+      if (shm) {
+        algo::allGatherShm(*this, op.send, op.recv, op.count, op.dtype);
+      } else {
+        algo::allGatherRing(*this, op.send, op.recv, op.count, op.dtype);
+      }
+      break;
+    case OpKind::ReduceScatter:
+      if (shm) {
+        algo::reduceScatterShm(*this, op.send, op.recv, op.count, op.dtype, op.redop);
+      } else {
+        algo::reduceScatterRing(*this, op.send, op.recv, op.count, op.dtype, op.redop);
+      }
+      break;
     case OpKind::AllToAll: {
+      if (shm) {
+        algo::allToAllShm(*this, op.send, op.recv, op.count, op.dtype);
+        break;
+      }
       // Equal blocks: the all-to-all-v schedule with uniform counts.
       std::fill(uniformCounts_.begin(), uniformCounts_.end(), op.count);
       for (size_t p = 0; p < uniformDispls_.size(); ++p) uniformDispls_[p] = p * op.count;
@@ -138,13 +181,66 @@ void Communicator::runCollective(const OpDesc& op) {
       break;
     case OpKind::Gather: algo::gatherDirect(*this, op.send, op.recv, op.count, op.dtype, op.root); break;
     case OpKind::Scatter: algo::scatterDirect(*this, op.send, op.recv, op.count, op.dtype, op.root); break;
-    case OpKind::Barrier: algo::barrierDissemination(*this); break;
+    case OpKind::Barrier:
+      if (shm) {
+        algo::barrierShm(*this);
+      } else {
+        algo::barrierDissemination(*this);
+      }
+      break;
     case OpKind::Send:
     case OpKind::Recv: break;  // not collectives
   }
-  if (config_.fingerprint && nranks_ > 1 && !heardFromLeft_) confirmWithLeftNeighbour();
-  completedSeq_.store(seq);  // the data moved consistently, whatever the numbers say
-  if (config_.nanCheck) checkNumerics(op, seq, nonFiniteInput);
+}
+
+size_t Communicator::opBytes(const OpDesc& op) const {
+  // The larger per-rank buffer, as the benchmarks count it.
+  const size_t elem = dtypeSize(op.dtype), n = static_cast<size_t>(nranks_);
+  switch (op.kind) {
+    case OpKind::AllGather:
+    case OpKind::AllToAll:
+    case OpKind::ReduceScatter:
+    case OpKind::Gather:
+    case OpKind::Scatter: return op.count * n * elem;
+    default: return op.count * elem;
+  }
+}
+
+int Communicator::shmTakeBuffer() {
+  ShmDataPlane& p = *data_->shm();
+  const int b = p.takeBuffer();
+  // Wait until every rank is done with what this buffer held last.
+  if (const uint64_t free = p.freeAt(b); free > 0) shmWait(free);
+  return b;
+}
+
+uint64_t Communicator::shmSync() {
+  ShmDataPlane& p = *data_->shm();
+  const uint64_t step = p.nextStep();
+  p.post(step);
+  shmWait(step);
+  if (!shmChecked_) {
+    // Every rank wrote its fingerprint before its first post of the op.
+    shmChecked_ = true;
+    heardFromLeft_ = true;
+    for (int q : allPeers_) {
+      const FrameHeader& theirs = p.fingerprintOf(q, current_.seq);
+      // A later seq there: that rank finished this op, and checked us in it.
+      if (theirs.seq > current_.seq || !config_.fingerprint) continue;
+      if (!theirs.sameOp(current_)) throw poisonWith(mismatchError(q, current_, theirs), true);
+    }
+  }
+  return step;
+}
+
+void Communicator::shmRelease(int buffer, uint64_t lastReadStep) {
+  // Each rank reads a buffer before it posts its next step.
+  data_->shm()->setFreeAt(buffer, lastReadStep + 1);
+}
+
+void Communicator::shmWait(uint64_t step) {
+  ExchangeFault fault = data_->shm()->waitAll(step, opDeadline_, *this);
+  if (fault.kind != ExchangeFault::Kind::None) failOp(fault);
 }
 
 void Communicator::runPointToPointBatch(std::span<const OpDesc> ops) {
@@ -180,7 +276,7 @@ void Communicator::runPointToPointBatch(std::span<const OpDesc> ops) {
 }
 
 void Communicator::exchange(std::span<const Transfer> transfers) {
-  ExchangeFault fault = data_.exchange(transfers, current_, config_.fingerprint, opDeadline_, *this);
+  ExchangeFault fault = data_->exchange(transfers, current_, config_.fingerprint, opDeadline_, *this);
   if (fault.kind != ExchangeFault::Kind::None) failOp(fault);
   const int left = algo::mod(rank_ - 1, nranks_);
   for (const Transfer& t : transfers) heardFromLeft_ |= !t.isSend && t.peer == left;
@@ -205,6 +301,10 @@ void Communicator::confirmWithLeftNeighbour() {
   }
   fault.pending.push_back({left, false, 0});
   failOp(fault);
+}
+
+bool Communicator::peerAlive(int peer) const {
+  return control_.peer(peer).status == PeerState::Status::Alive;
 }
 
 Deadline Communicator::stallDeadline() const {

@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "algo/algo.hpp"
+#include "algo/select.hpp"
 #include "bootstrap/mesh.hpp"
 #include "bootstrap/rendezvous.hpp"
 #include "bootstrap/root_info.hpp"
@@ -33,6 +34,7 @@ namespace vigil {
 struct InitOverrides {
   uint32_t libVersion = VIGIL_VERSION_CODE;
   uint16_t wireVersion = kWireVersion;
+  std::string hostId;  // empty: this host's identity
 };
 
 class Communicator : private algo::StepRunner, private LivenessWatch {
@@ -72,21 +74,33 @@ class Communicator : private algo::StepRunner, private LivenessWatch {
   void checkUsable() const;
 
   ErrorBuilder error(Errc errc) const { return ErrorBuilder(errc).rank(rank_, nranks_).comm(name_); }
+  // The data path ("shm" or "tcp") and the algorithm of the last collective.
+  const char* transportName() const { return data_->name(); }
+  algo::Algo lastAlgo() const { return static_cast<algo::Algo>(current_.algo); }
 
  private:
-  Communicator(int rank, int nranks, CommConfig config, std::string name, std::vector<PeerInfo> peers, Mesh&& mesh);
+  Communicator(int rank, int nranks, CommConfig config, std::string name, std::vector<PeerInfo> peers,
+               std::vector<Fd> controlFds, std::unique_ptr<DataPath> data);
 
   // StepRunner
   void exchange(std::span<const Transfer> transfers) override;
   uint8_t* scratch(size_t bytes) override;
+  ShmDataPlane* shm() override { return data_->shm(); }
+  int shmTakeBuffer() override;
+  uint64_t shmSync() override;
+  void shmRelease(int buffer, uint64_t lastReadStep) override;
+  void shmWait(uint64_t step);
   // LivenessWatch
   int fatalFd() const override { return control_.fatalFd(); }
   int peerChangeFd() const override { return watchPeers_ ? control_.peerChangeFd() : -1; }
   int checkPeers(std::span<const int> directRecvPeers) override;
   Deadline stallDeadline() const override;
   void onStall() override;
+  bool peerAlive(int peer) const override;
 
   void runCollective(const OpDesc& op);
+  void runAlgorithm(const OpDesc& op, algo::Algo algo);
+  size_t opBytes(const OpDesc& op) const;
   void runPointToPointBatch(std::span<const OpDesc> ops);
   // Peers that are gone and have not completed `seq` (-1: any), root causes
   // first: a peer that left because another failed comes last.
@@ -126,7 +140,7 @@ class Communicator : private algo::StepRunner, private LivenessWatch {
   const std::string name_;
   const std::vector<PeerInfo> peers_;
   ControlPlane control_;
-  DataPlane data_;
+  std::unique_ptr<DataPath> data_;
 
   std::mutex opMutex_;  // serialises operations (never held by abort)
   // State of the op in progress (guarded by opMutex_).
@@ -134,6 +148,8 @@ class Communicator : private algo::StepRunner, private LivenessWatch {
   std::string currentLabel_;
   bool watchPeers_ = false;
   bool heardFromLeft_ = false;  // a data message from the left neighbour matched this op
+  bool shmChecked_ = false;     // the op's first shared-memory sync compared the fingerprints
+  algo::Topology topology_;
   Deadline stallAt_ = Deadline::never();
   bool stallQueried_ = false;  // the left neighbour's fingerprint was asked for in this op
   Deadline opDeadline_ = Deadline::never();

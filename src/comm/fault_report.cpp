@@ -3,6 +3,7 @@
 
 #include <cctype>
 
+#include "algo/select.hpp"
 #include "comm/communicator.hpp"
 #include "core/dtype.hpp"
 #include "core/log.hpp"
@@ -48,6 +49,11 @@ std::string differingFields(const FrameHeader& mine, const FrameHeader& theirs) 
     add("redop", redOpName(static_cast<vigilRedOp_t>(mine.redop)), redOpName(static_cast<vigilRedOp_t>(theirs.redop)));
   }
   if (mine.root != theirs.root) add("root", std::to_string(mine.root), std::to_string(theirs.root));
+  // Same call, different VIGIL_ALGO: name it only when nothing else differs.
+  if (out.empty() && mine.algo != theirs.algo) {
+    add("algorithm (VIGIL_ALGO)", algo::algoName(static_cast<algo::Algo>(mine.algo)),
+        algo::algoName(static_cast<algo::Algo>(theirs.algo)));
+  }
   // Message sizes differ as a consequence when the ops differ; name them only alone.
   if (out.empty() && mine.bytes != theirs.bytes) {
     add("message bytes", std::to_string(mine.bytes), std::to_string(theirs.bytes));

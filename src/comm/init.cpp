@@ -6,8 +6,42 @@
 #include "comm/communicator.hpp"
 #include "comm/registry.hpp"
 #include "core/log.hpp"
+#include "transport/shm_plane.hpp"
 
 namespace vigil {
+
+namespace {
+
+// Shared memory when every rank is on this host (VIGIL_TRANSPORT=auto or
+// shm), else sockets (returns null). Multi-host jobs run on sockets.
+std::unique_ptr<DataPath> chooseDataPath(int rank, int nranks, const CommConfig& config,
+                                         const std::vector<PeerInfo>& peers, const JobToken& token,
+                                         std::span<const Fd> dataFds, Deadline deadline) {
+  if (nranks == 1 || config.transport == TransportKind::Tcp) return nullptr;
+  std::vector<int> elsewhere;
+  for (int p = 0; p < nranks; ++p) {
+    if (peers[static_cast<size_t>(p)].hostId != peers[static_cast<size_t>(rank)].hostId) elsewhere.push_back(p);
+  }
+  if (!elsewhere.empty()) {
+    if (config.transport == TransportKind::Shm) {
+      ErrorBuilder(Errc::NetShmUnavailable)
+          .rank(rank, nranks)
+          .op("init")
+          .cause("VIGIL_TRANSPORT=shm, but rank(s) ", joinRanks(elsewhere), " run on another host than rank ", rank,
+                 " (", peers[static_cast<size_t>(rank)].hostname, ")")
+          .raise();
+    }
+    return nullptr;
+  }
+  // A name no other communicator uses: the job token and rank 0's pid.
+  std::string unique;
+  static constexpr char kHex[] = "0123456789abcdef";
+  for (uint8_t b : token) unique += {kHex[b >> 4], kHex[b & 15]};
+  unique += cat("-", peers[0].pid);
+  return establishShm(rank, nranks, unique, dataFds, deadline);
+}
+
+}  // namespace
 
 std::shared_ptr<Communicator> Communicator::create(int nranks, const RootInfo& root, int rank, const CommConfig& config,
                                                    const InitOverrides& overrides) {
@@ -29,7 +63,7 @@ std::shared_ptr<Communicator> Communicator::create(int nranks, const RootInfo& r
   hello.wireVersion = overrides.wireVersion;
   hello.pid = static_cast<uint32_t>(getpid());
   hello.hostname = localHostName();
-  hello.hostId = localHostId();
+  hello.hostId = overrides.hostId.empty() ? localHostId() : overrides.hostId;
   hello.listenAddress = listener.address;
   hello.connectTimeoutMs = config.connectTimeoutMs;
   hello.timeoutMs = config.timeoutMs;
@@ -42,9 +76,13 @@ std::shared_ptr<Communicator> Communicator::create(int nranks, const RootInfo& r
   Mesh mesh = connectMesh(listener, peers, rank, root.token, overrides.libVersion, deadline);
   listener.fd.reset();  // nobody else may connect once the mesh is complete
 
+  std::unique_ptr<DataPath> data = chooseDataPath(rank, nranks, config, peers, root.token, mesh.data, deadline);
+  if (!data) data = std::make_unique<SocketDataPlane>(std::move(mesh.data));
+  ShmDataPlane* shm = data->shm();
+
   std::string name = config.name.empty() ? cat("c", tokenTag(root.token)) : config.name;
-  std::shared_ptr<Communicator> comm(
-      new Communicator(rank, nranks, config, std::move(name), std::move(peers), std::move(mesh)));
+  std::shared_ptr<Communicator> comm(new Communicator(rank, nranks, config, std::move(name), std::move(peers),
+                                                      std::move(mesh.control), std::move(data)));
   std::vector<int> silent = comm->control_.handshake(deadline);
   if (!silent.empty()) {
     comm->destroy(ByeReason::Abort);
@@ -59,6 +97,7 @@ std::shared_ptr<Communicator> Communicator::create(int nranks, const RootInfo& r
   comm->control_.setFingerprintMismatchHandler(
       [self](const FrameHeader& mine, const FrameHeader& theirs) { self->onNeighbourMismatch(mine, theirs); });
   comm->control_.setProgressProvider([self] { return self->progress(); });
+  if (shm != nullptr) comm->control_.setWakeHook([shm] { shm->wake(); });
   comm->control_.start();
   registerCommunicator(comm);
   VIGIL_LOG_AT(LogLevel::Info, rank, "communicator '", comm->name_, "' ready: rank ", rank, "/", nranks, " in ",
@@ -67,14 +106,14 @@ std::shared_ptr<Communicator> Communicator::create(int nranks, const RootInfo& r
 }
 
 Communicator::Communicator(int rank, int nranks, CommConfig config, std::string name, std::vector<PeerInfo> peers,
-                           Mesh&& mesh)
+                           std::vector<Fd> controlFds, std::unique_ptr<DataPath> data)
     : rank_(rank),
       nranks_(nranks),
       config_(std::move(config)),
       name_(std::move(name)),
       peers_(std::move(peers)),
-      control_(rank, nranks, std::move(mesh.control)),
-      data_(std::move(mesh.data)),
+      control_(rank, nranks, std::move(controlFds)),
+      data_(std::move(data)),
       sendSeq_(static_cast<size_t>(nranks)),
       recvSeq_(static_cast<size_t>(nranks)),
       allPeers_([&] {
@@ -87,7 +126,9 @@ Communicator::Communicator(int rank, int nranks, CommConfig config, std::string 
       uniformCounts_(static_cast<size_t>(nranks)),
       uniformDispls_(static_cast<size_t>(nranks)),
       recorder_(static_cast<size_t>(processConfig().flightRecorder)),
-      dumpDir_(processConfig().dumpDir) {}
+      dumpDir_(processConfig().dumpDir) {
+  topology_ = algo::Topology{nranks_, data_->shm() != nullptr};
+}
 
 Communicator::~Communicator() {
   destroy();

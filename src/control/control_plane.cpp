@@ -140,6 +140,7 @@ void ControlPlane::run() {
 void ControlPlane::flushSignals() {
   if (pendingFatal_) fatal_.signal();
   if (pendingPeerChange_) peerChange_.signal();
+  if ((pendingFatal_ || pendingPeerChange_) && wake_) wake_();
   pendingFatal_ = pendingPeerChange_ = false;
 }
 
@@ -429,6 +430,7 @@ void ControlPlane::poison() {
     changed_.notify_all();
   }
   fatal_.signal();
+  if (wake_) wake_();
 }
 
 std::vector<int> ControlPlane::finalize(Deadline deadline) {

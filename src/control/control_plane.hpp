@@ -95,6 +95,9 @@ class ControlPlane {
   // A peer that does not answer by the deadline (SIGSTOP, hung process) has
   // no report.
   void setProgressProvider(ProgressFn fn) { progress_ = std::move(fn); }
+  // Called after fatalFd or peerChangeFd was signalled, for a data path
+  // whose waits cannot poll those fds (shared memory). Set before start().
+  void setWakeHook(std::function<void()> fn) { wake_ = std::move(fn); }
   std::vector<std::optional<ProgressReport>> queryProgress(const std::vector<int>& peers, Deadline deadline);
 
   // Collective: returns the ranks that did not confirm before the deadline
@@ -156,6 +159,7 @@ class ControlPlane {
   FingerprintMismatchFn onFingerprintMismatch_;
   int64_t pendingQuerySeq_ = -1;  // the right neighbour waits for our fingerprint of this seq
   ProgressFn progress_;
+  std::function<void()> wake_;
   uint64_t queryRound_ = 0;                                           // guarded by mutex_
   std::vector<std::pair<uint64_t, ProgressReport>> progressReplies_;  // per peer: round, report
 };

@@ -97,8 +97,7 @@ EnvConfig EnvConfig::parse(const std::function<const char*(const char*)>& lookup
     } else if (t == "tcp") {
       cfg.transport = TransportKind::Tcp;
     } else if (t == "shm") {
-      // Accepted by the API contract, but this build carries only the TCP transport.
-      badValue("VIGIL_TRANSPORT", v, "'auto' or 'tcp' (this build has no shared-memory transport)");
+      cfg.transport = TransportKind::Shm;
     } else {
       badValue("VIGIL_TRANSPORT", v, "'auto', 'shm' or 'tcp'");
     }
@@ -128,6 +127,15 @@ EnvConfig EnvConfig::parse(const std::function<const char*(const char*)>& lookup
     }
     cfg.flightRecorder = static_cast<int>(*n);
   }
+  if (const char* v = get("VIGIL_ALGO")) {
+    std::string why;
+    std::optional<algo::AlgoOverrides> forced = algo::AlgoOverrides::parse(v, &why);
+    if (!forced) {
+      badValue("VIGIL_ALGO", v, cat("'<algorithm>' or '<collective>=<algorithm>,...': ", why));
+    }
+    cfg.algo = *forced;
+    cfg.algoText = v;
+  }
   return cfg;
 }
 
@@ -138,7 +146,8 @@ std::string EnvConfig::describe() const {
              " VIGIL_TRANSPORT=", toString(transport), " VIGIL_FINGERPRINT=", fingerprint,
              " VIGIL_NAN_CHECK=", nanCheck, " VIGIL_BUFFER_GUARD=", bufferGuard, " VIGIL_LOG=", toString(logLevel),
              " VIGIL_LOG_FILE=", logFile.empty() ? "stderr" : logFile,
-             " VIGIL_DUMP_DIR=", dumpDir.empty() ? "(none)" : dumpDir, " VIGIL_FLIGHT_RECORDER=", flightRecorder);
+             " VIGIL_DUMP_DIR=", dumpDir.empty() ? "(none)" : dumpDir, " VIGIL_FLIGHT_RECORDER=", flightRecorder,
+             " VIGIL_ALGO=", algoText.empty() ? "(table)" : algoText);
 }
 
 const EnvConfig& processConfig() {
@@ -168,6 +177,7 @@ CommConfig CommConfig::resolve(const vigilConfig* user, const EnvConfig& env) {
   cfg.nanCheck = env.nanCheck;
   cfg.bufferGuard = env.bufferGuard;
   cfg.transport = env.transport;
+  cfg.algo = env.algo;
   if (user == nullptr) return cfg;
 
   auto bad = [](const char* field, long long value, const char* accepted) {

@@ -9,6 +9,7 @@
 #include <string>
 #include <string_view>
 
+#include "algo/select.hpp"
 #include "vigil/vigil.h"
 
 namespace vigil {
@@ -39,6 +40,8 @@ struct EnvConfig {
   std::string logFile;  // empty = stderr; %r = rank, %p = pid
   std::string dumpDir;
   int flightRecorder = 2048;
+  algo::AlgoOverrides algo;  // VIGIL_ALGO
+  std::string algoText;
 
   // Parses from a lookup function (getenv in production, a map in tests).
   // Throws Error(VG-CFG-001) naming the variable, its value and what is accepted.
@@ -59,6 +62,7 @@ struct CommConfig {
   bool nanCheck = false;
   bool bufferGuard = false;
   TransportKind transport = TransportKind::Auto;
+  algo::AlgoOverrides algo;  // forced algorithms (VIGIL_ALGO)
   std::string name;
 
   // Throws Error(VG-API-012) for an invalid field.

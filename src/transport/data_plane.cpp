@@ -15,7 +15,7 @@ constexpr size_t kHeaderBytes = sizeof(FrameHeader);
 enum class Step { Progress, Blocked, Finished, Closed, Error };
 
 // Moves as many bytes as the socket takes without blocking.
-Step progressSend(int fd, DataPlane::Active& a) {
+Step progressSend(int fd, ActiveTransfer& a) {
   const size_t total = kHeaderBytes + a.transfer->bytes;
   while (a.done < total) {
     iovec iov[2];
@@ -46,14 +46,33 @@ Step progressSend(int fd, DataPlane::Active& a) {
 
 }  // namespace
 
-ExchangeFault DataPlane::exchange(std::span<const Transfer> transfers, const FrameHeader& header, bool checkFingerprint,
-                                  Deadline deadline, LivenessWatch& watch) {
+bool acceptHeader(const FrameHeader& got, const Transfer& t, const FrameHeader& base, bool checkFingerprint,
+                  ExchangeFault& fault) {
+  FrameHeader want = t.header != nullptr ? *t.header : base;
+  want.bytes = t.bytes;
+  if (got.magic != FrameHeader::kMagic) {
+    fault.kind = ExchangeFault::Kind::Protocol;
+  } else if (!(checkFingerprint ? got.sameOp(want) : (got.kind == want.kind && got.seq == want.seq)) ||
+             got.bytes != want.bytes) {
+    fault.kind = ExchangeFault::Kind::HeaderMismatch;
+  } else {
+    return true;
+  }
+  fault.peer = t.peer;
+  fault.expected = want;
+  fault.received = got;
+  fault.expectedBytes = t.bytes;
+  return false;
+}
+
+ExchangeFault SocketDataPlane::exchange(std::span<const Transfer> transfers, const FrameHeader& header,
+                                        bool checkFingerprint, Deadline deadline, LivenessWatch& watch) {
   ExchangeFault fault;
   // The vectors are members, reused by every step: no allocation per step.
-  std::vector<Active>& active = active_;
+  std::vector<ActiveTransfer>& active = active_;
   active.clear();
   for (const Transfer& t : transfers) {
-    Active a{&t, t.header != nullptr ? *t.header : header};
+    ActiveTransfer a{&t, t.header != nullptr ? *t.header : header};
     a.header.bytes = t.bytes;
     active.push_back(a);
   }
@@ -64,7 +83,7 @@ ExchangeFault DataPlane::exchange(std::span<const Transfer> transfers, const Fra
   std::vector<pollfd>& pfds = pollFds_;
   bool stalled = false;
 
-  auto recvStep = [&](Active& a) -> Step {
+  auto recvStep = [&](ActiveTransfer& a) -> Step {
     int fd = fds_[static_cast<size_t>(a.transfer->peer)].get();
     while (true) {
       uint8_t* target;
@@ -89,23 +108,7 @@ ExchangeFault DataPlane::exchange(std::span<const Transfer> transfers, const Fra
       a.done += static_cast<size_t>(n);
       if (headerWasIncomplete && a.done >= kHeaderBytes) {
         // Judge the header before a single payload byte lands in the user's buffer.
-        const FrameHeader& got = a.header;
-        FrameHeader want = a.transfer->header != nullptr ? *a.transfer->header : header;
-        want.bytes = a.transfer->bytes;
-        fault.peer = a.transfer->peer;
-        fault.expected = want;
-        fault.received = got;
-        fault.expectedBytes = a.transfer->bytes;
-        if (got.magic != FrameHeader::kMagic) {
-          fault.kind = ExchangeFault::Kind::Protocol;
-          return Step::Error;
-        }
-        bool sameOp = checkFingerprint ? got.sameOp(want) : (got.kind == want.kind && got.seq == want.seq);
-        if (!sameOp || got.bytes != want.bytes) {
-          fault.kind = ExchangeFault::Kind::HeaderMismatch;
-          return Step::Error;
-        }
-        fault.peer = -1;
+        if (!acceptHeader(a.header, *a.transfer, header, checkFingerprint, fault)) return Step::Error;
       }
     }
   };
@@ -115,7 +118,7 @@ ExchangeFault DataPlane::exchange(std::span<const Transfer> transfers, const Fra
     pfds.clear();
     directRecvPeers_.clear();
     bool allDone = true;
-    for (Active& a : active) {
+    for (ActiveTransfer& a : active) {
       if (a.finished) continue;
       allDone = false;
       const int peer = a.transfer->peer;
@@ -179,7 +182,7 @@ ExchangeFault DataPlane::exchange(std::span<const Transfer> transfers, const Fra
     }
     if (rc == 0 && deadline.expired()) {
       fault.kind = ExchangeFault::Kind::TimedOut;
-      for (Active& a : active) {
+      for (ActiveTransfer& a : active) {
         if (a.finished) continue;
         size_t total = kHeaderBytes + a.transfer->bytes;
         fault.pending.push_back({a.transfer->peer, a.transfer->isSend, total - a.done});

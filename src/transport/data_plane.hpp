@@ -73,28 +73,51 @@ class LivenessWatch {
   // called once (the communicator starts its cross-checks then).
   virtual Deadline stallDeadline() const { return Deadline::never(); }
   virtual void onStall() {}
+  // Whether `peer` is still there (transports without a connection per
+  // peer ask this for point-to-point exchanges).
+  virtual bool peerAlive(int /*peer*/) const { return true; }
 };
 
-class DataPlane {
+class ShmDataPlane;
+
+// One transfer in flight, for the data planes.
+struct ActiveTransfer {
+  const Transfer* transfer;
+  FrameHeader header;  // outgoing header, or the incoming one being read
+  size_t done = 0;     // bytes of header + payload moved so far
+  bool finished = false;
+};
+
+// How the bytes of an exchange travel: sockets, or shared memory.
+class DataPath {
  public:
-  DataPlane() = default;
-  explicit DataPlane(std::vector<Fd> dataFds) : fds_(std::move(dataFds)) {}
-
+  virtual ~DataPath() = default;
   // Runs `transfers`, each framed with `header` (its `bytes` is set per
-  // transfer). Returns a fault with Kind::None on success.
-  ExchangeFault exchange(std::span<const Transfer> transfers, const FrameHeader& header, bool checkFingerprint,
-                         Deadline deadline, LivenessWatch& watch);
+  // transfer; a transfer's own header overrides it). Returns a fault with
+  // Kind::None on success.
+  virtual ExchangeFault exchange(std::span<const Transfer> transfers, const FrameHeader& header, bool checkFingerprint,
+                                 Deadline deadline, LivenessWatch& watch) = 0;
+  // The shared-memory plane, for algorithms that use it directly; null otherwise.
+  virtual ShmDataPlane* shm() { return nullptr; }
+  virtual const char* name() const = 0;
+};
 
-  struct Active {  // one transfer in flight
-    const Transfer* transfer;
-    FrameHeader header;  // outgoing header, or the incoming one being read
-    size_t done = 0;     // bytes of header + payload moved so far
-    bool finished = false;
-  };
+// Judges an incoming header before any payload lands: fills `fault` and
+// returns false when it is not the header `t` expects.
+bool acceptHeader(const FrameHeader& got, const Transfer& t, const FrameHeader& base, bool checkFingerprint,
+                  ExchangeFault& fault);
+
+class SocketDataPlane final : public DataPath {
+ public:
+  explicit SocketDataPlane(std::vector<Fd> dataFds) : fds_(std::move(dataFds)) {}
+
+  ExchangeFault exchange(std::span<const Transfer> transfers, const FrameHeader& header, bool checkFingerprint,
+                         Deadline deadline, LivenessWatch& watch) override;
+  const char* name() const override { return "tcp"; }
 
  private:
   std::vector<Fd> fds_;
-  std::vector<Active> active_;
+  std::vector<ActiveTransfer> active_;
   std::vector<uint8_t> claimed_;
   std::vector<pollfd> pollFds_;
   std::vector<int> directRecvPeers_;

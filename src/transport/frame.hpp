@@ -17,7 +17,7 @@ struct FrameHeader {
   uint8_t op = 0;     // OpKind
   uint8_t dtype = 0;  // vigilDataType_t
   uint8_t redop = 0;  // vigilRedOp_t (0 where the op has none)
-  uint16_t reserved = 0;
+  uint16_t algo = 0;  // algo::Algo: ranks must run the same algorithm
   int32_t root = -1;  // -1 where the op has none
   uint32_t reserved2 = 0;
   uint64_t seq = 0;    // collective sequence number, or per-pair p2p number
@@ -27,7 +27,7 @@ struct FrameHeader {
   // Same operation (everything but the payload size)?
   bool sameOp(const FrameHeader& o) const {
     return kind == o.kind && op == o.op && dtype == o.dtype && redop == o.redop && root == o.root && seq == o.seq &&
-           count == o.count;
+           count == o.count && algo == o.algo;
   }
 };
 static_assert(sizeof(FrameHeader) == 40);

@@ -12,6 +12,7 @@
 #include "common/typed_values.hpp"
 #include "core/dtype.hpp"
 #include "reduce/reduce.hpp"
+#include "transport/shm_layout.hpp"
 #include "vigil/vigil.h"
 
 namespace vigil::test {
@@ -308,6 +309,60 @@ inline void checkPointToPointRingAndGroupedBatch(int rank, int n, vigilComm_t co
   }
 }
 
+// Sizes on both sides of every chunk boundary of the shared-memory
+// algorithms (and odd sizes the ring splits unevenly), float32 sum.
+inline void checkChunkBoundaries(int rank, int n, vigilComm_t comm, Report& report) {
+  const vigilDataType_t t = vigilFloat32;
+  const size_t staged = shm::kStagingBytes / 4, perBlock = staged / static_cast<size_t>(n);
+  const size_t small = shm::kSmallAllReduceBytes / 4, chunk = perBlock * static_cast<size_t>(n);
+  for (size_t count : {small - 1, small, small + 1, chunk - 1, chunk + 1, 2 * chunk + 5}) {
+    std::vector<uint8_t> in = input(t, vigilSum, rank, count), out = bytesOf(t, count);
+    report.ok(vigilAllReduce(in.data(), out.data(), count, t, vigilSum, comm, nullptr), comm,
+              describe("ChunkBoundaries allreduce count ", count));
+    report.equal(out, reference(t, vigilSum, n, count), describe("ChunkBoundaries allreduce count ", count));
+    report.ok(vigilAllReduce(in.data(), in.data(), count, t, vigilSum, comm, nullptr), comm,
+              describe("ChunkBoundaries in-place allreduce count ", count));
+    report.equal(in, out, describe("ChunkBoundaries in-place allreduce count ", count));
+  }
+  for (size_t count : {perBlock - 1, perBlock, perBlock + 1, 2 * perBlock + 3}) {
+    // Reduce-scatter: block r of the input is rank r's result.
+    const size_t total = count * static_cast<size_t>(n);
+    std::vector<uint8_t> in = input(t, vigilSum, rank, total), out = bytesOf(t, count);
+    report.ok(vigilReduceScatter(in.data(), out.data(), count, t, vigilSum, comm, nullptr), comm,
+              describe("ChunkBoundaries reduce_scatter count ", count));
+    report.equal(out, reference(t, vigilSum, n, count, static_cast<size_t>(rank) * count),
+                 describe("ChunkBoundaries reduce_scatter count ", count));
+    // All-to-all: block q of rank r's output is block r of rank q's input.
+    const size_t bytes = count * 4;
+    std::vector<uint8_t> send = pattern(rank, bytes * static_cast<size_t>(n)), recv(bytes * static_cast<size_t>(n));
+    report.ok(vigilAllToAll(send.data(), recv.data(), count, t, comm, nullptr), comm,
+              describe("ChunkBoundaries alltoall count ", count));
+    bool same = true;
+    for (int q = 0; q < n; ++q) {
+      std::vector<uint8_t> theirs = pattern(q, bytes * static_cast<size_t>(n));
+      same &= std::memcmp(recv.data() + static_cast<size_t>(q) * bytes,
+                          theirs.data() + static_cast<size_t>(rank) * bytes, bytes) == 0;
+    }
+    report.equal(same, true, describe("ChunkBoundaries alltoall count ", count));
+  }
+  for (size_t count : {staged - 1, staged + 1, 2 * staged + 7}) {
+    const size_t bytes = count * 4;
+    std::vector<uint8_t> mine = pattern(rank, bytes, 3), all(bytes * static_cast<size_t>(n));
+    report.ok(vigilAllGather(mine.data(), all.data(), count, t, comm, nullptr), comm,
+              describe("ChunkBoundaries allgather count ", count));
+    bool same = true;
+    for (int q = 0; q < n; ++q) {
+      same &= std::memcmp(all.data() + static_cast<size_t>(q) * bytes, pattern(q, bytes, 3).data(), bytes) == 0;
+    }
+    report.equal(same, true, describe("ChunkBoundaries allgather count ", count));
+    const int root = n - 1;
+    std::vector<uint8_t> data = rank == root ? pattern(root, bytes, 5) : std::vector<uint8_t>(bytes);
+    report.ok(vigilBroadcast(data.data(), data.data(), count, t, root, comm, nullptr), comm,
+              describe("ChunkBoundaries broadcast count ", count));
+    report.equal(data, pattern(root, bytes, 5), describe("ChunkBoundaries broadcast count ", count));
+  }
+}
+
 // Every check, in the same order on every rank.
 inline void checkAll(int rank, int n, vigilComm_t comm, Report& report) {
   checkAllReduceEveryTypeOpAndSize(rank, n, comm, report);
@@ -320,6 +375,7 @@ inline void checkAll(int rank, int n, vigilComm_t comm, Report& report) {
   checkGatherAndScatterEveryRoot(rank, n, comm, report);
   checkBarrierAndLargeAllReduce(rank, n, comm, report);
   checkPointToPointRingAndGroupedBatch(rank, n, comm, report);
+  checkChunkBoundaries(rank, n, comm, report);
 }
 
 }  // namespace vigil::test

@@ -51,6 +51,9 @@ TEST_P(Collectives, BarrierAndLargeAllReduce) {
 TEST_P(Collectives, PointToPointRingAndGroupedBatch) {
   runCheck(GetParam(), checkPointToPointRingAndGroupedBatch);
 }
+TEST_P(Collectives, ChunkBoundaries) {
+  runCheck(GetParam(), checkChunkBoundaries);
+}
 
 INSTANTIATE_TEST_SUITE_P(RankCounts, Collectives, ::testing::Values(1, 2, 3, 4, 7, 8),
                          [](const auto& info) { return std::to_string(info.param) + "ranks"; });

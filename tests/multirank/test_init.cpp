@@ -11,6 +11,7 @@
 #include "bootstrap/root_info.hpp"
 #include "comm/communicator.hpp"
 #include "common/thread_ranks.hpp"
+#include "core/strcat.hpp"
 
 namespace vigil::test {
 namespace {
@@ -133,6 +134,48 @@ TEST(Init, VersionSkewIsReportedWithBothVersions) {
       EXPECT_TRUE(contains(o->text, std::to_string(wireSkew ? VIGIL_VERSION_CODE : VIGIL_VERSION_CODE + 1))) << o->text;
     }
     std::cout << "version skew report:\n  " << current.text << "\n";
+  }
+}
+
+// Ranks on one host share memory unless told otherwise; ranks on different
+// hosts talk over sockets, and forcing shm on them is refused on every rank.
+TEST(Init, TransportFollowsTheHostsOfTheRanks) {
+  for (TransportKind transport : {TransportKind::Auto, TransportKind::Shm}) {
+    for (bool twoHosts : {false, true}) {
+      vigilRootInfo info = newRootInfo();
+      RootInfo root = RootInfo::decode(info);
+      CommConfig config = CommConfig::resolve(nullptr, processConfig());
+      config.transport = transport;
+      Outcome outcome[2];
+      std::string used[2];
+      std::vector<std::thread> ranks;
+      for (int r = 0; r < 2; ++r) {
+        ranks.emplace_back([&, r] {
+          InitOverrides where;
+          if (twoHosts && r == 1) where.hostId = "another-host/1";
+          try {
+            std::shared_ptr<Communicator> comm = Communicator::create(2, root, r, config, where);
+            used[r] = comm->transportName();
+            comm->destroy();
+          } catch (const Error& e) {
+            outcome[r] = {e.result(), e.text()};
+          }
+        });
+      }
+      for (auto& t : ranks) t.join();
+      SCOPED_TRACE(std::string(toString(transport)) + (twoHosts ? ", two hosts" : ", one host"));
+      for (int r = 0; r < 2; ++r) {
+        if (twoHosts && transport == TransportKind::Shm) {
+          EXPECT_EQ(outcome[r].rc, vigilSystemError) << outcome[r].text;
+          EXPECT_TRUE(contains(outcome[r].text, "VG-NET-006")) << outcome[r].text;
+          EXPECT_TRUE(contains(outcome[r].text, cat("rank(s) ", 1 - r, " run on another host"))) << outcome[r].text;
+          if (r == 0) std::cout << "shm forced across hosts:\n  " << outcome[r].text << "\n";
+        } else {
+          EXPECT_EQ(outcome[r].rc, vigilSuccess) << outcome[r].text;
+          EXPECT_EQ(used[r], twoHosts ? "tcp" : "shm");
+        }
+      }
+    }
   }
 }
 

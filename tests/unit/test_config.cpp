@@ -91,6 +91,9 @@ TEST(EnvConfig, BadValuesNameVariableValueAndChoices) {
       {"VIGIL_BUFFER_GUARD", "true", "0 or 1"},
       {"VIGIL_LOG", "verbose", "error, warn, info, debug, trace"},
       {"VIGIL_FLIGHT_RECORDER", "-3", "from 0 to 1000000"},
+      {"VIGIL_ALGO", "fastest", "unknown algorithm 'fastest'"},
+      {"VIGIL_ALGO", "gather=ring", "gather has no 'ring' algorithm"},
+      {"VIGIL_ALGO", "allreduse=ring", "unknown collective 'allreduse'"},
   };
   for (const Case& c : cases) {
     std::string text = errorFor({{c.var, c.value}});
@@ -98,6 +101,28 @@ TEST(EnvConfig, BadValuesNameVariableValueAndChoices) {
     EXPECT_NE(text.find(std::string(c.var) + "='" + c.value + "' is not valid"), std::string::npos) << text;
     EXPECT_NE(text.find(c.accepted), std::string::npos) << text;
   }
+}
+
+TEST(EnvConfig, AlgoForcesTheNamedCollectivesOrEveryOneThatHasTheAlgorithm) {
+  using algo::Algo;
+  auto forced = [](const EnvConfig& c, OpKind k) { return c.algo.forced[static_cast<size_t>(k)]; };
+  EnvConfig ring = parseFrom({{"VIGIL_ALGO", "ring"}});
+  EXPECT_EQ(forced(ring, OpKind::AllReduce), Algo::Ring);
+  EXPECT_EQ(forced(ring, OpKind::AllGather), Algo::Ring);
+  EXPECT_EQ(forced(ring, OpKind::ReduceScatter), Algo::Ring);
+  EXPECT_EQ(forced(ring, OpKind::Broadcast), Algo::None);
+  EnvConfig named = parseFrom({{"VIGIL_ALGO", "allreduce=recursive_doubling,broadcast=shm"}});
+  EXPECT_EQ(forced(named, OpKind::AllReduce), Algo::RecursiveDoubling);
+  EXPECT_EQ(forced(named, OpKind::Broadcast), Algo::Shm);
+  EXPECT_EQ(forced(named, OpKind::AllGather), Algo::None);
+  EXPECT_NE(named.describe().find("VIGIL_ALGO=allreduce=recursive_doubling,broadcast=shm"), std::string::npos);
+  // A forced algorithm that cannot run where the ranks are gives way to the table.
+  const algo::Topology tcp{4, false};
+  EXPECT_EQ(algo::selectAlgo(OpKind::Broadcast, 8, tcp, named.algo), Algo::Binomial);
+  EXPECT_EQ(algo::selectAlgo(OpKind::AllReduce, 1 << 20, tcp, named.algo), Algo::RecursiveDoubling);
+  EXPECT_EQ(algo::selectAlgo(OpKind::AllReduce, 1 << 20, tcp, {}), Algo::Ring);
+  EXPECT_EQ(algo::selectAlgo(OpKind::AllReduce, 8, tcp, {}), Algo::RecursiveDoubling);
+  EXPECT_EQ(algo::selectAlgo(OpKind::AllReduce, 8, algo::Topology{4, true}, {}), Algo::Shm);
 }
 
 TEST(CommConfig, StructOverridesEnvironmentFieldByField) {

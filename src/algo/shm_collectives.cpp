@@ -1,0 +1,177 @@
+// Collectives on shared memory: every rank writes into its own staging
+// buffer, the step counters say when a buffer is complete, and every rank
+// reads the others' buffers in place. Large messages go in chunks of one
+// staging buffer, alternating between two buffers, so a rank may copy in
+// chunk k+1 while a slower one still reads chunk k.
+//
+// Reductions combine the ranks' contributions in rank order (0, 1, ..., n-1)
+// on whichever rank computes a slice, so every rank ends with the same bits
+// as every other, whatever the algorithm or chunking.
+
+#include <algorithm>
+#include <cstring>
+
+#include "algo/algo.hpp"
+#include "core/dtype.hpp"
+#include "reduce/reduce.hpp"
+
+namespace vigil::algo {
+
+namespace {
+
+// dst = src(0) OP src(1) OP ... OP src(n-1), in rank order. dst may be one
+// of the sources only if it is src(0).
+template <class Source>
+void reduceRanks(void* dst, Source&& src, int n, size_t count, vigilDataType_t dtype, vigilRedOp_t op) {
+  if (count == 0) return;
+  reduce::reduceInto(dst, src(0), src(1), count, dtype, op);
+  for (int q = 2; q < n; ++q) reduce::reduceInPlace(dst, src(q), count, dtype, op);
+}
+
+void copy(void* dst, const void* src, size_t bytes) {
+  if (bytes > 0 && dst != src) std::memcpy(dst, src, bytes);
+}
+
+}  // namespace
+
+void allReduceShm(StepRunner& r, const void* send, void* recv, size_t count, vigilDataType_t dtype, vigilRedOp_t op) {
+  ShmDataPlane& p = *r.shm();
+  const int n = r.nranks(), me = r.rank();
+  const size_t elem = dtypeSize(dtype);
+  const auto* in = static_cast<const uint8_t*>(send);
+  auto* out = static_cast<uint8_t*>(recv);
+
+  if (count * elem <= std::min(shm::kSmallAllReduceBytes, p.stagingBytes())) {
+    if (count == 0) return;
+    const int b = r.shmTakeBuffer();
+    copy(p.staging(me, b), in, count * elem);
+    const uint64_t s = r.shmSync();
+    reduceRanks(
+        out, [&](int q) { return p.staging(q, b); }, n, count, dtype, op);
+    r.shmRelease(b, s);
+    if (op == vigilAvg) reduce::divideInPlace(out, count, dtype, n);
+    return;
+  }
+
+  // Reduce-scatter + allgather per chunk: rank q reduces slice q of the
+  // chunk from everyone's staging buffer into its own, then everyone copies
+  // every reduced slice out.
+  const size_t chunk = std::max<size_t>(1, p.stagingBytes() / elem / static_cast<size_t>(n)) * static_cast<size_t>(n);
+  for (size_t off = 0; off < count; off += chunk) {
+    const Blocks slice{std::min(chunk, count - off), n};
+    const uint8_t* src = in + off * elem;
+    const int b = r.shmTakeBuffer();
+    uint8_t* mine = p.staging(me, b);
+    // The others need my input's other slices; my own slice I read from the input.
+    copy(mine, src, slice.begin(me) * elem);
+    copy(mine + slice.begin(me + 1) * elem, src + slice.begin(me + 1) * elem,
+         (slice.count - slice.begin(me + 1)) * elem);
+    r.shmSync();
+    const size_t at = slice.begin(me) * elem;
+    uint8_t* reduced = mine + at;
+    reduceRanks(
+        reduced, [&](int q) { return q == me ? src + at : p.staging(q, b) + at; }, n, slice.size(me), dtype, op);
+    if (op == vigilAvg) reduce::divideInPlace(reduced, slice.size(me), dtype, n);
+    const uint64_t s = r.shmSync();
+    for (int q = 0; q < n; ++q) {
+      copy(out + (off + slice.begin(q)) * elem, p.staging(q, b) + slice.begin(q) * elem, slice.size(q) * elem);
+    }
+    r.shmRelease(b, s);
+  }
+}
+
+void broadcastShm(StepRunner& r, const void* send, void* recv, size_t count, vigilDataType_t dtype, int root) {
+  ShmDataPlane& p = *r.shm();
+  const int me = r.rank();
+  const size_t bytes = count * dtypeSize(dtype);
+  const auto* in = static_cast<const uint8_t*>(send);
+  auto* out = static_cast<uint8_t*>(recv);
+  if (me == root) copy(out, in, bytes);
+  for (size_t off = 0; off < bytes; off += p.stagingBytes()) {
+    const size_t c = std::min(p.stagingBytes(), bytes - off);
+    const int b = r.shmTakeBuffer();
+    if (me == root) copy(p.staging(root, b), in + off, c);
+    const uint64_t s = r.shmSync();
+    if (me != root) copy(out + off, p.staging(root, b), c);
+    r.shmRelease(b, s);
+  }
+}
+
+void allGatherShm(StepRunner& r, const void* send, void* recv, size_t sendcount, vigilDataType_t dtype) {
+  ShmDataPlane& p = *r.shm();
+  const int n = r.nranks(), me = r.rank();
+  const size_t bytes = sendcount * dtypeSize(dtype);
+  const auto* in = static_cast<const uint8_t*>(send);
+  auto* out = static_cast<uint8_t*>(recv);
+  copy(out + static_cast<size_t>(me) * bytes, in, bytes);
+  for (size_t off = 0; off < bytes; off += p.stagingBytes()) {
+    const size_t c = std::min(p.stagingBytes(), bytes - off);
+    const int b = r.shmTakeBuffer();
+    copy(p.staging(me, b), in + off, c);
+    const uint64_t s = r.shmSync();
+    for (int q = 0; q < n; ++q) {
+      if (q != me) copy(out + static_cast<size_t>(q) * bytes + off, p.staging(q, b), c);
+    }
+    r.shmRelease(b, s);
+  }
+}
+
+void reduceScatterShm(StepRunner& r, const void* send, void* recv, size_t recvcount, vigilDataType_t dtype,
+                      vigilRedOp_t op) {
+  ShmDataPlane& p = *r.shm();
+  const int n = r.nranks(), me = r.rank();
+  const size_t elem = dtypeSize(dtype);
+  const auto* in = static_cast<const uint8_t*>(send);
+  auto* out = static_cast<uint8_t*>(recv);
+  // A chunk takes the same range of every rank's block: n sub-blocks.
+  const size_t chunk = std::max<size_t>(1, p.stagingBytes() / elem / static_cast<size_t>(n));
+  for (size_t off = 0; off < recvcount; off += chunk) {
+    const size_t c = std::min(chunk, recvcount - off);
+    const int b = r.shmTakeBuffer();
+    uint8_t* mine = p.staging(me, b);
+    for (int q = 0; q < n; ++q) {
+      if (q != me) copy(mine + static_cast<size_t>(q) * c * elem, in + (q * recvcount + off) * elem, c * elem);
+    }
+    const uint64_t s = r.shmSync();
+    uint8_t* reduced = mine + static_cast<size_t>(me) * c * elem;  // my own sub-block's slot is free
+    const uint8_t* own = in + (static_cast<size_t>(me) * recvcount + off) * elem;
+    reduceRanks(
+        reduced, [&](int q) { return q == me ? own : p.staging(q, b) + static_cast<size_t>(me) * c * elem; }, n, c,
+        dtype, op);
+    if (op == vigilAvg) reduce::divideInPlace(reduced, c, dtype, n);
+    copy(out + off * elem, reduced, c * elem);
+    r.shmRelease(b, s);
+  }
+}
+
+void allToAllShm(StepRunner& r, const void* send, void* recv, size_t count, vigilDataType_t dtype) {
+  ShmDataPlane& p = *r.shm();
+  const int n = r.nranks(), me = r.rank();
+  const size_t elem = dtypeSize(dtype);
+  const auto* in = static_cast<const uint8_t*>(send);
+  auto* out = static_cast<uint8_t*>(recv);
+  const size_t chunk = std::max<size_t>(1, p.stagingBytes() / elem / static_cast<size_t>(n));
+  const size_t self = static_cast<size_t>(me) * count * elem;
+  copy(out + self, in + self, count * elem);
+  for (size_t off = 0; off < count; off += chunk) {
+    const size_t c = std::min(chunk, count - off);
+    const int b = r.shmTakeBuffer();
+    uint8_t* mine = p.staging(me, b);
+    for (int q = 0; q < n; ++q) {
+      if (q != me) copy(mine + static_cast<size_t>(q) * c * elem, in + (q * count + off) * elem, c * elem);
+    }
+    const uint64_t s = r.shmSync();
+    for (int q = 0; q < n; ++q) {
+      if (q != me) {
+        copy(out + (q * count + off) * elem, p.staging(q, b) + static_cast<size_t>(me) * c * elem, c * elem);
+      }
+    }
+    r.shmRelease(b, s);
+  }
+}
+
+void barrierShm(StepRunner& r) {
+  r.shmSync();
+}
+
+}  // namespace vigil::algo

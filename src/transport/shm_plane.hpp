@@ -1,0 +1,113 @@
+#pragma once
+// The data plane of ranks that share a host: frames travel through byte
+// rings in a shared segment instead of sockets (same framing, same header
+// checks), and the shared-memory algorithms reach the segment's staging
+// buffers and step counters directly.
+//
+// Waiting: spin briefly (only when every rank of the segment can have a core
+// to itself), then sleep on this rank's doorbell. Whatever another rank
+// publishes for this one rings that doorbell; so does the control thread
+// when the communicator is aborted or a peer's state changes. A sleep never
+// outlasts the op's deadline or its stall check.
+
+#include <memory>
+#include <span>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "transport/data_plane.hpp"
+#include "transport/shm_layout.hpp"
+
+namespace vigil {
+
+// A mapping of a segment; unmapped when destroyed.
+class ShmMapping {
+ public:
+  ShmMapping() = default;
+  ShmMapping(void* base, size_t bytes) : base_(static_cast<uint8_t*>(base)), bytes_(bytes) {}
+  ShmMapping(ShmMapping&& o) noexcept : base_(o.base_), bytes_(o.bytes_) { o.base_ = nullptr; }
+  ShmMapping& operator=(ShmMapping&& o) noexcept {
+    std::swap(base_, o.base_);
+    std::swap(bytes_, o.bytes_);
+    return *this;
+  }
+  ~ShmMapping();
+  uint8_t* base() const { return base_; }
+  size_t bytes() const { return bytes_; }
+
+ private:
+  uint8_t* base_ = nullptr;
+  size_t bytes_ = 0;
+};
+
+class ShmDataPlane final : public DataPath {
+ public:
+  ShmDataPlane(int rank, const shm::Geometry& geometry, ShmMapping mapping);
+
+  ExchangeFault exchange(std::span<const Transfer> transfers, const FrameHeader& header, bool checkFingerprint,
+                         Deadline deadline, LivenessWatch& watch) override;
+  ShmDataPlane* shm() override { return this; }
+  const char* name() const override { return "shm"; }
+
+  // For the shared-memory algorithms.
+  int rank() const { return rank_; }
+  int nranks() const { return g_.n; }
+  uint8_t* staging(int rank, int buffer) const {
+    return base_ + g_.stagingAt() + (2 * static_cast<size_t>(rank) + static_cast<size_t>(buffer)) * g_.stagingBytes;
+  }
+  size_t stagingBytes() const { return g_.stagingBytes; }
+  // This rank's fingerprint of collective `h.seq`, before its first post.
+  void publishFingerprint(const FrameHeader& h) { steps_[rank_].fingerprint[h.seq & 1] = h; }
+  const FrameHeader& fingerprintOf(int rank, uint64_t seq) const { return steps_[rank].fingerprint[seq & 1]; }
+  // Publishes step `step` (after this rank's staging writes) and wakes the peers.
+  void post(uint64_t step);
+  uint64_t stepOf(int rank) const { return steps_[rank].step.load(std::memory_order_acquire); }
+  // Waits until every other rank posted `step` or later. On a timeout the
+  // fault's `pending` lists the ranks that had not.
+  ExchangeFault waitAll(uint64_t step, Deadline deadline, LivenessWatch& watch);
+  // Rings this rank's own doorbell (the control thread: abort, peer change).
+  void wake() { bells_[rank_].ring(); }
+  // This rank's step numbering and staging-buffer rotation; they advance
+  // identically on every rank as long as the ranks run the same ops.
+  uint64_t nextStep() { return ++step_; }
+  int takeBuffer() {
+    nextBuffer_ ^= 1;
+    return nextBuffer_ ^ 1;
+  }
+  uint64_t freeAt(int buffer) const { return freeAt_[buffer]; }
+  void setFreeAt(int buffer, uint64_t step) { freeAt_[buffer] = step; }
+
+ private:
+  // Returns true when `allDone`; false with fault.kind set when it failed.
+  bool progressPass(const FrameHeader& header, bool checkFingerprint, ExchangeFault& fault, bool& allDone);
+  // The common wait: `step(fault)` makes progress and returns 1 when done,
+  // -1 when failed; `needs(peer)`: whether the wait still depends on it.
+  template <class Step, class Needs>
+  ExchangeFault waitUntil(Step&& step, Needs&& needs, Deadline deadline, LivenessWatch& watch);
+
+  const int rank_;
+  const shm::Geometry g_;
+  ShmMapping mapping_;
+  uint8_t* const base_;
+  shm::Doorbell* const bells_;
+  shm::StepLine* const steps_;
+  std::vector<shm::Ring> out_, in_;  // by peer rank
+  const int spinIterations_;
+  std::vector<ActiveTransfer> active_;
+  std::vector<uint8_t> claimed_;
+  std::vector<int> involved_;
+  uint64_t step_ = 0;
+  int nextBuffer_ = 0;
+  uint64_t freeAt_[2] = {0, 0};
+};
+
+// Creates (rank 0) or maps (the others) the segment of a communicator whose
+// ranks all share this host, and unlinks its name as soon as every rank has
+// mapped it: nothing is left behind by a crash after init. The ranks agree
+// over their data connections. Throws VG-NET-006 when shared memory is
+// unavailable, VG-BOOT-008 when a peer does not answer by the deadline.
+std::unique_ptr<ShmDataPlane> establishShm(int rank, int nranks, const std::string& uniqueName,
+                                           std::span<const Fd> dataFds, Deadline deadline);
+
+}  // namespace vigil

@@ -1,0 +1,138 @@
+// Every algorithm of the selection table, forced on each transport, on 1 to
+// 8 thread-ranks: it must be the one that runs (the fingerprint carries it)
+// and its results must match the reference. The process suite runs the full
+// check list under the same forcing (tests/multirank/CMakeLists.txt).
+
+#include <gtest/gtest.h>
+
+#include <thread>
+
+#include "algo/select.hpp"
+#include "bootstrap/root_info.hpp"
+#include "comm/communicator.hpp"
+#include "common/collective_checks.hpp"
+#include "common/thread_ranks.hpp"
+
+namespace vigil::test {
+namespace {
+
+using algo::Algo;
+
+struct Case {
+  OpKind kind;
+  Algo algo;
+  TransportKind transport;
+};
+
+std::string caseName(const ::testing::TestParamInfo<Case>& info) {
+  return std::string(opName(info.param.kind)) + "_" + algo::algoName(info.param.algo) + "_" +
+         toString(info.param.transport);
+}
+
+class ForcedAlgorithm : public ::testing::TestWithParam<Case> {};
+
+// Runs `kind` at a few sizes on rank `rank` and checks the values.
+void runAndCheck(Communicator& comm, OpKind kind, int rank, int n, Report& report) {
+  const vigilDataType_t t = vigilFloat32;
+  for (size_t count : {size_t{1}, size_t{1000}, size_t{70001}}) {
+    OpDesc op;
+    op.kind = kind;
+    op.count = count;
+    op.dtype = t;
+    op.redop = vigilSum;
+    op.root = n - 1;
+    const size_t nn = static_cast<size_t>(n), bytes = count * 4;
+    std::vector<uint8_t> in, out, want;
+    switch (kind) {
+      case OpKind::AllReduce:
+        in = input(t, vigilSum, rank, count), out = bytesOf(t, count), want = reference(t, vigilSum, n, count);
+        break;
+      case OpKind::ReduceScatter:
+        in = input(t, vigilSum, rank, count * nn), out = bytesOf(t, count);
+        want = reference(t, vigilSum, n, count, static_cast<size_t>(rank) * count);
+        break;
+      case OpKind::Reduce:
+        in = input(t, vigilSum, rank, count), out = bytesOf(t, count);
+        want = rank == n - 1 ? reference(t, vigilSum, n, count) : out;
+        break;
+      case OpKind::Broadcast:
+        in = rank == n - 1 ? pattern(n - 1, bytes) : std::vector<uint8_t>(bytes), out.resize(bytes);
+        want = pattern(n - 1, bytes);
+        break;
+      case OpKind::AllGather:
+        in = pattern(rank, bytes), out.resize(bytes * nn);
+        for (int q = 0; q < n; ++q) {
+          std::vector<uint8_t> p = pattern(q, bytes);
+          want.insert(want.end(), p.begin(), p.end());
+        }
+        break;
+      case OpKind::AllToAll:
+        in = pattern(rank, bytes * nn), out.resize(bytes * nn);
+        for (int q = 0; q < n; ++q) {
+          std::vector<uint8_t> p = pattern(q, bytes * nn);
+          want.insert(want.end(), p.begin() + static_cast<long>(static_cast<size_t>(rank) * bytes),
+                      p.begin() + static_cast<long>(static_cast<size_t>(rank + 1) * bytes));
+        }
+        break;
+      case OpKind::Barrier: break;
+      default: FAIL() << "no check for " << opName(kind);
+    }
+    op.send = in.data();
+    op.recv = out.data();
+    try {
+      comm.run(op);
+    } catch (const Error& e) {
+      report.fail(e.text());
+      return;
+    }
+    report.equal(out, want, describe(opName(kind), " count ", count));
+    if (kind == OpKind::Barrier) break;
+  }
+}
+
+TEST_P(ForcedAlgorithm, RunsAndIsExact) {
+  const Case c = GetParam();
+  for (int n = 1; n <= 8; ++n) {
+    vigilRootInfo info = newRootInfo();
+    const RootInfo root = RootInfo::decode(info);
+    CommConfig config = CommConfig::resolve(nullptr, processConfig());
+    config.timeoutMs = 60000;
+    config.transport = c.transport;
+    config.algo.forced[static_cast<size_t>(c.kind)] = c.algo;
+    std::vector<std::thread> ranks;
+    for (int r = 0; r < n; ++r) {
+      ranks.emplace_back([&, r] {
+        Report report{[&](const std::string& what) { ADD_FAILURE() << n << " ranks, rank " << r << ": " << what; }};
+        std::shared_ptr<Communicator> comm = Communicator::create(n, root, r, config);
+        runAndCheck(*comm, c.kind, r, n, report);
+        if (n > 1) {  // a single rank has nothing to choose: it copies
+          EXPECT_EQ(std::string(algo::algoName(comm->lastAlgo())), algo::algoName(c.algo)) << n << " ranks, rank " << r;
+          EXPECT_EQ(std::string(comm->transportName()), c.transport == TransportKind::Shm ? "shm" : "tcp");
+        }
+        comm->destroy();
+      });
+    }
+    for (auto& t : ranks) t.join();
+  }
+}
+
+std::vector<Case> allCases() {
+  std::vector<Case> out;
+  const OpKind kinds[] = {OpKind::AllReduce,     OpKind::Broadcast, OpKind::Reduce, OpKind::AllGather,
+                          OpKind::ReduceScatter, OpKind::AllToAll,  OpKind::Barrier};
+  const Algo algos[] = {Algo::Ring,   Algo::RecursiveDoubling, Algo::Binomial,
+                        Algo::Direct, Algo::Dissemination,     Algo::Shm};
+  for (TransportKind tr : {TransportKind::Tcp, TransportKind::Shm}) {
+    for (OpKind k : kinds) {
+      for (Algo a : algos) {
+        if (algo::algoApplies(a, k, algo::Topology{2, tr == TransportKind::Shm})) out.push_back({k, a, tr});
+      }
+    }
+  }
+  return out;
+}
+
+INSTANTIATE_TEST_SUITE_P(Table, ForcedAlgorithm, ::testing::ValuesIn(allCases()), caseName);
+
+}  // namespace
+}  // namespace vigil::test
