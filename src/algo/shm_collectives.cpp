@@ -43,11 +43,14 @@ void allReduceShm(StepRunner& r, const void* send, void* recv, size_t count, vig
 
   if (count * elem <= std::min(shm::kSmallAllReduceBytes, p.stagingBytes())) {
     if (count == 0) return;
+    // A few bytes ride in the step line itself; more in the staging buffer.
+    const bool inLine = count * elem <= shm::kInlineBytes;
+    auto buffer = [&](int q, int b) { return inLine ? p.inlineData(q, b) : p.staging(q, b); };
     const int b = r.shmTakeBuffer();
-    copy(p.staging(me, b), in, count * elem);
+    copy(buffer(me, b), in, count * elem);
     const uint64_t s = r.shmSync();
     reduceRanks(
-        out, [&](int q) { return p.staging(q, b); }, n, count, dtype, op);
+        out, [&](int q) { return buffer(q, b); }, n, count, dtype, op);
     r.shmRelease(b, s);
     if (op == vigilAvg) reduce::divideInPlace(out, count, dtype, n);
     return;

@@ -100,8 +100,8 @@ void Communicator::runCollective(const OpDesc& op) {
   current_ = headerFor(op, seq);
   currentLabel_ = opName(op.kind);
   watchPeers_ = true;
-  opStart_ = Clock::now();
-  opDeadline_ = Deadline::afterMs(config_.timeoutMs);
+  opStart_ = Clock::now();  // one clock read for every deadline of the op
+  opDeadline_ = Deadline(opStart_ + std::chrono::milliseconds(config_.timeoutMs));
 
   checkPeersBeforeStart(allPeers_, seq);
   ++nextSeq_;  // the op is under way: its number is used, whatever happens next
@@ -119,7 +119,7 @@ void Communicator::runCollective(const OpDesc& op) {
   current_.algo = static_cast<uint16_t>(algo);
   if (config_.fingerprint && nranks_ > 1) control_.recordFingerprint(current_);
   if (algo == algo::Algo::Shm) data_->shm()->publishFingerprint(current_);
-  stallAt_ = Deadline::afterMs(kStallMs);
+  stallAt_ = Deadline(opStart_ + std::chrono::milliseconds(kStallMs));
   stallQueried_ = false;
   VIGIL_LOG_AT(LogLevel::Trace, rank_, currentLabel_, " seq ", seq, " count ", op.count, " ", dtypeName(op.dtype));
 
@@ -223,7 +223,9 @@ uint64_t Communicator::shmSync() {
     // Every rank wrote its fingerprint before its first post of the op.
     shmChecked_ = true;
     heardFromLeft_ = true;
+    const uint64_t mine = current_.digest();
     for (int q : allPeers_) {
+      if (p.digestOf(q, current_.seq) == mine) continue;  // the fast path: no other cache line
       const FrameHeader& theirs = p.fingerprintOf(q, current_.seq);
       // A later seq there: that rank finished this op, and checked us in it.
       if (theirs.seq > current_.seq || !config_.fingerprint) continue;
@@ -388,6 +390,7 @@ int Communicator::checkPeers(std::span<const int> directRecvPeers) {
 }
 
 void Communicator::checkPeersBeforeStart(std::span<const int> peers, int64_t seq) {
+  if (control_.allPeersAlive()) return;  // the common case, without a lock
   for (int p : gonePeersByCause(seq)) {
     bool needed = false;
     for (int q : peers) needed |= q == p;

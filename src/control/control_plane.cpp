@@ -296,6 +296,7 @@ void ControlPlane::setState(int peer, PeerState::Status status, const PeerState*
     s.status = status;
     s.since = Clock::now();
     if (status == PeerState::Status::Failed && !firstFailed_) firstFailed_ = peer;
+    anyNotAlive_.store(true, std::memory_order_release);
     changed_.notify_all();
   }
   // Signalled once per poll round (flushSignals), so that a waiting op sees

@@ -122,6 +122,8 @@ class ControlPlane {
   std::optional<std::pair<int, PeerState>> firstFailure() const;
   // Peers that are no longer alive, the earliest to go first (the likely root cause).
   std::vector<int> peersNotAlive() const;
+  // Whether every peer is still alive: one atomic load, for the start of every op.
+  bool allPeersAlive() const { return !anyNotAlive_.load(std::memory_order_acquire); }
 
  private:
   void run();
@@ -160,6 +162,7 @@ class ControlPlane {
   int64_t pendingQuerySeq_ = -1;  // the right neighbour waits for our fingerprint of this seq
   ProgressFn progress_;
   std::function<void()> wake_;
+  std::atomic<bool> anyNotAlive_{false};
   uint64_t queryRound_ = 0;                                           // guarded by mutex_
   std::vector<std::pair<uint64_t, ProgressReport>> progressReplies_;  // per peer: round, report
 };

@@ -24,6 +24,20 @@ struct FrameHeader {
   uint64_t count = 0;  // the op's count argument (0 for all-to-all-v)
   uint64_t bytes = 0;  // payload bytes that follow this header
 
+  // A 64-bit digest of the fields sameOp() compares: equal digests mean the
+  // same op (up to a 2^-64 chance; a differing digest is always a difference).
+  uint64_t digest() const {
+    auto mix = [](uint64_t h, uint64_t v) {
+      h ^= v + 0x9e3779b97f4a7c15ULL + (h << 6) + (h >> 2);
+      return h * 0xff51afd7ed558ccdULL;
+    };
+    uint64_t h = mix(
+        0, uint64_t{kind} | uint64_t{op} << 8 | uint64_t{dtype} << 16 | uint64_t{redop} << 24 | uint64_t{algo} << 32);
+    h = mix(h, static_cast<uint32_t>(root));
+    h = mix(h, seq);
+    return mix(h, count) | 1;  // never 0: an unwritten slot holds 0
+  }
+
   // Same operation (everything but the payload size)?
   bool sameOp(const FrameHeader& o) const {
     return kind == o.kind && op == o.op && dtype == o.dtype && redop == o.redop && root == o.root && seq == o.seq &&

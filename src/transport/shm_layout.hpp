@@ -111,14 +111,22 @@ class Ring {
   size_t mask_ = 0;
 };
 
+// Messages up to this size travel inside the step line itself: the reader
+// gets flag, fingerprint digest and data in one cache-line transfer.
+constexpr size_t kInlineBytes = 16;
+
 // What a rank publishes for the shared-memory algorithms: a step counter
-// that only grows, and its fingerprint of the two most recent collectives
-// (by seq parity: a peer may start the next op before this one read the
-// previous fingerprint).
+// that only grows; the digest and the full fingerprint of its two most
+// recent collectives (by seq parity: a peer may start the next op before
+// this one read the previous fingerprint); and two inline data slots, used
+// like the two staging buffers.
 struct alignas(kLine) StepLine {
   std::atomic<uint64_t> step{0};
+  uint64_t digest[2] = {0, 0};
+  uint8_t inlineData[2][kInlineBytes] = {};
   alignas(kLine) FrameHeader fingerprint[2];
 };
+static_assert(offsetof(StepLine, fingerprint) == kLine, "step, digests and inline data share one cache line");
 
 struct SegmentHeader {
   uint64_t magic;

@@ -58,8 +58,14 @@ class ShmDataPlane final : public DataPath {
   }
   size_t stagingBytes() const { return g_.stagingBytes; }
   // This rank's fingerprint of collective `h.seq`, before its first post.
-  void publishFingerprint(const FrameHeader& h) { steps_[rank_].fingerprint[h.seq & 1] = h; }
+  void publishFingerprint(const FrameHeader& h) {
+    steps_[rank_].fingerprint[h.seq & 1] = h;
+    steps_[rank_].digest[h.seq & 1] = h.digest();
+  }
+  // The digest sits in the line of the step counter the waiter just read.
+  uint64_t digestOf(int rank, uint64_t seq) const { return steps_[rank].digest[seq & 1]; }
   const FrameHeader& fingerprintOf(int rank, uint64_t seq) const { return steps_[rank].fingerprint[seq & 1]; }
+  uint8_t* inlineData(int rank, int buffer) const { return steps_[rank].inlineData[buffer]; }
   // Publishes step `step` (after this rank's staging writes) and wakes the peers.
   void post(uint64_t step);
   uint64_t stepOf(int rank) const { return steps_[rank].step.load(std::memory_order_acquire); }
