@@ -72,6 +72,10 @@ void allReduceRecursiveDoubling(StepRunner& r, const void* send, void* recv, siz
 // Shared memory (r.shm() != null).
 void allReduceShm(StepRunner& r, const void* send, void* recv, size_t count, vigilDataType_t dtype, vigilRedOp_t op);
 void broadcastShm(StepRunner& r, const void* send, void* recv, size_t count, vigilDataType_t dtype, int root);
+void reduceShm(StepRunner& r, const void* send, void* recv, size_t count, vigilDataType_t dtype, vigilRedOp_t op,
+               int root);
+void gatherShm(StepRunner& r, const void* send, void* recv, size_t sendcount, vigilDataType_t dtype, int root);
+void scatterShm(StepRunner& r, const void* send, void* recv, size_t recvcount, vigilDataType_t dtype, int root);
 void allGatherShm(StepRunner& r, const void* send, void* recv, size_t sendcount, vigilDataType_t dtype);
 void reduceScatterShm(StepRunner& r, const void* send, void* recv, size_t recvcount, vigilDataType_t dtype,
                       vigilRedOp_t op);

@@ -44,9 +44,7 @@ bool algoApplies(Algo a, OpKind kind, const Topology& topo) {
     case Algo::Direct:
       return kind == OpKind::AllToAll || kind == OpKind::AllToAllV || kind == OpKind::Gather || kind == OpKind::Scatter;
     case Algo::Dissemination: return kind == OpKind::Barrier;
-    case Algo::Shm:
-      return topo.shm && (kind == OpKind::AllReduce || kind == OpKind::Broadcast || kind == OpKind::AllGather ||
-                          kind == OpKind::ReduceScatter || kind == OpKind::AllToAll || kind == OpKind::Barrier);
+    case Algo::Shm: return topo.shm && kind != OpKind::AllToAllV && kind != OpKind::Send && kind != OpKind::Recv;
     case Algo::None: return false;
   }
   return false;
@@ -104,10 +102,10 @@ Algo selectAlgo(OpKind kind, size_t bytes, const Topology& topo, const AlgoOverr
     case OpKind::ReduceScatter: return topo.shm ? Algo::Shm : Algo::Ring;
     case OpKind::Broadcast: return topo.shm ? Algo::Shm : Algo::Binomial;
     case OpKind::AllToAll: return topo.shm ? Algo::Shm : Algo::Direct;
-    case OpKind::Reduce: return Algo::Binomial;
-    case OpKind::AllToAllV:
+    case OpKind::Reduce: return topo.shm ? Algo::Shm : Algo::Binomial;
     case OpKind::Gather:
-    case OpKind::Scatter: return Algo::Direct;
+    case OpKind::Scatter: return topo.shm ? Algo::Shm : Algo::Direct;
+    case OpKind::AllToAllV: return Algo::Direct;
     case OpKind::Barrier: return topo.shm ? Algo::Shm : Algo::Dissemination;
     case OpKind::Send:
     case OpKind::Recv: return Algo::None;

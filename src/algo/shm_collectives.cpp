@@ -83,6 +83,99 @@ void allReduceShm(StepRunner& r, const void* send, void* recv, size_t count, vig
   }
 }
 
+void reduceShm(StepRunner& r, const void* send, void* recv, size_t count, vigilDataType_t dtype, vigilRedOp_t op,
+               int root) {
+  ShmDataPlane& p = *r.shm();
+  const int n = r.nranks(), me = r.rank();
+  const size_t elem = dtypeSize(dtype);
+  const auto* in = static_cast<const uint8_t*>(send);
+  auto* out = static_cast<uint8_t*>(recv);
+
+  if (count * elem <= std::min(shm::kSmallAllReduceBytes, p.stagingBytes())) {
+    if (count == 0) return;
+    const bool inLine = count * elem <= shm::kInlineBytes;
+    auto buffer = [&](int q, int b) { return inLine ? p.inlineData(q, b) : p.staging(q, b); };
+    const int b = r.shmTakeBuffer();
+    copy(buffer(me, b), in, count * elem);
+    const uint64_t s = r.shmSync();
+    if (me == root) {
+      reduceRanks(
+          out, [&](int q) { return buffer(q, b); }, n, count, dtype, op);
+      if (op == vigilAvg) reduce::divideInPlace(out, count, dtype, n);
+    }
+    r.shmRelease(b, s);
+    return;
+  }
+  // As allreduce, every rank reducing its slice of each chunk; only the root copies out.
+  const size_t chunk = std::max<size_t>(1, p.stagingBytes() / elem / static_cast<size_t>(n)) * static_cast<size_t>(n);
+  for (size_t off = 0; off < count; off += chunk) {
+    const Blocks slice{std::min(chunk, count - off), n};
+    const uint8_t* src = in + off * elem;
+    const int b = r.shmTakeBuffer();
+    uint8_t* mine = p.staging(me, b);
+    copy(mine, src, slice.begin(me) * elem);
+    copy(mine + slice.begin(me + 1) * elem, src + slice.begin(me + 1) * elem,
+         (slice.count - slice.begin(me + 1)) * elem);
+    r.shmSync();
+    const size_t at = slice.begin(me) * elem;
+    reduceRanks(
+        mine + at, [&](int q) { return q == me ? src + at : p.staging(q, b) + at; }, n, slice.size(me), dtype, op);
+    if (op == vigilAvg) reduce::divideInPlace(mine + at, slice.size(me), dtype, n);
+    const uint64_t s = r.shmSync();
+    if (me == root) {
+      for (int q = 0; q < n; ++q) {
+        copy(out + (off + slice.begin(q)) * elem, p.staging(q, b) + slice.begin(q) * elem, slice.size(q) * elem);
+      }
+    }
+    r.shmRelease(b, s);
+  }
+}
+
+void gatherShm(StepRunner& r, const void* send, void* recv, size_t sendcount, vigilDataType_t dtype, int root) {
+  ShmDataPlane& p = *r.shm();
+  const int n = r.nranks(), me = r.rank();
+  const size_t bytes = sendcount * dtypeSize(dtype);
+  const auto* in = static_cast<const uint8_t*>(send);
+  auto* out = static_cast<uint8_t*>(recv);
+  if (me == root) copy(out + static_cast<size_t>(me) * bytes, in, bytes);
+  for (size_t off = 0; off < bytes; off += p.stagingBytes()) {
+    const size_t c = std::min(p.stagingBytes(), bytes - off);
+    const int b = r.shmTakeBuffer();
+    if (me != root) copy(p.staging(me, b), in + off, c);
+    const uint64_t s = r.shmSync();
+    if (me == root) {
+      for (int q = 0; q < n; ++q) {
+        if (q != root) copy(out + static_cast<size_t>(q) * bytes + off, p.staging(q, b), c);
+      }
+    }
+    r.shmRelease(b, s);
+  }
+}
+
+void scatterShm(StepRunner& r, const void* send, void* recv, size_t recvcount, vigilDataType_t dtype, int root) {
+  ShmDataPlane& p = *r.shm();
+  const int n = r.nranks(), me = r.rank();
+  const size_t elem = dtypeSize(dtype);
+  const auto* in = static_cast<const uint8_t*>(send);
+  auto* out = static_cast<uint8_t*>(recv);
+  if (me == root) copy(out, in + static_cast<size_t>(root) * recvcount * elem, recvcount * elem);
+  // A chunk takes the same range of every rank's block: n sub-blocks.
+  const size_t chunk = std::max<size_t>(1, p.stagingBytes() / elem / static_cast<size_t>(n));
+  for (size_t off = 0; off < recvcount; off += chunk) {
+    const size_t c = std::min(chunk, recvcount - off);
+    const int b = r.shmTakeBuffer();
+    uint8_t* staged = p.staging(root, b);
+    if (me == root) {
+      for (int q = 0; q < n; ++q) {
+        if (q != root) copy(staged + static_cast<size_t>(q) * c * elem, in + (q * recvcount + off) * elem, c * elem);
+      }
+    }
+    const uint64_t s = r.shmSync();
+    if (me != root) copy(out + off * elem, staged + static_cast<size_t>(me) * c * elem, c * elem);
+    r.shmRelease(b, s);
+  }
+}
+
 void broadcastShm(StepRunner& r, const void* send, void* recv, size_t count, vigilDataType_t dtype, int root) {
   ShmDataPlane& p = *r.shm();
   const int me = r.rank();
@@ -90,12 +183,14 @@ void broadcastShm(StepRunner& r, const void* send, void* recv, size_t count, vig
   const auto* in = static_cast<const uint8_t*>(send);
   auto* out = static_cast<uint8_t*>(recv);
   if (me == root) copy(out, in, bytes);
+  const bool inLine = bytes <= shm::kInlineBytes;  // then it rides in the root's step line
   for (size_t off = 0; off < bytes; off += p.stagingBytes()) {
     const size_t c = std::min(p.stagingBytes(), bytes - off);
     const int b = r.shmTakeBuffer();
-    if (me == root) copy(p.staging(root, b), in + off, c);
+    uint8_t* staged = inLine ? p.inlineData(root, b) : p.staging(root, b);
+    if (me == root) copy(staged, in + off, c);
     const uint64_t s = r.shmSync();
-    if (me != root) copy(out + off, p.staging(root, b), c);
+    if (me != root) copy(out + off, staged, c);
     r.shmRelease(b, s);
   }
 }

@@ -149,7 +149,13 @@ void Communicator::runAlgorithm(const OpDesc& op, algo::Algo algo) {
         algo::broadcastBinomial(*this, op.send, op.recv, op.count, op.dtype, op.root);
       }
       break;
-    case OpKind::Reduce: algo::reduceBinomial(*this, op.send, op.recv, op.count, op.dtype, op.redop, op.root); break;
+    case OpKind::Reduce:
+      if (shm) {
+        algo::reduceShm(*this, op.send, op.recv, op.count, op.dtype, op.redop, op.root);
+      } else {
+        algo::reduceBinomial(*this, op.send, op.recv, op.count, op.dtype, op.redop, op.root);
+      }
+      break;
     case OpKind::AllGather:
       if (shm) {
         algo::allGatherShm(*this, op.send, op.recv, op.count, op.dtype);
@@ -179,8 +185,20 @@ void Communicator::runAlgorithm(const OpDesc& op, algo::Algo algo) {
     case OpKind::AllToAllV:
       algo::allToAllVDirect(*this, op.send, op.sendcounts, op.sdispls, op.recv, op.recvcounts, op.rdispls, op.dtype);
       break;
-    case OpKind::Gather: algo::gatherDirect(*this, op.send, op.recv, op.count, op.dtype, op.root); break;
-    case OpKind::Scatter: algo::scatterDirect(*this, op.send, op.recv, op.count, op.dtype, op.root); break;
+    case OpKind::Gather:
+      if (shm) {
+        algo::gatherShm(*this, op.send, op.recv, op.count, op.dtype, op.root);
+      } else {
+        algo::gatherDirect(*this, op.send, op.recv, op.count, op.dtype, op.root);
+      }
+      break;
+    case OpKind::Scatter:
+      if (shm) {
+        algo::scatterShm(*this, op.send, op.recv, op.count, op.dtype, op.root);
+      } else {
+        algo::scatterDirect(*this, op.send, op.recv, op.count, op.dtype, op.root);
+      }
+      break;
     case OpKind::Barrier:
       if (shm) {
         algo::barrierShm(*this);

@@ -34,7 +34,7 @@ class ForcedAlgorithm : public ::testing::TestWithParam<Case> {};
 // Runs `kind` at a few sizes on rank `rank` and checks the values.
 void runAndCheck(Communicator& comm, OpKind kind, int rank, int n, Report& report) {
   const vigilDataType_t t = vigilFloat32;
-  for (size_t count : {size_t{1}, size_t{1000}, size_t{70001}}) {
+  for (size_t count : {size_t{1}, size_t{3}, size_t{1000}, size_t{70001}, size_t{140001}}) {
     OpDesc op;
     op.kind = kind;
     op.count = count;
@@ -73,6 +73,21 @@ void runAndCheck(Communicator& comm, OpKind kind, int rank, int n, Report& repor
           want.insert(want.end(), p.begin() + static_cast<long>(static_cast<size_t>(rank) * bytes),
                       p.begin() + static_cast<long>(static_cast<size_t>(rank + 1) * bytes));
         }
+        break;
+      case OpKind::Gather:
+        in = pattern(rank, bytes), out.resize(rank == n - 1 ? bytes * nn : 0);
+        if (rank == n - 1) {
+          for (int q = 0; q < n; ++q) {
+            std::vector<uint8_t> p = pattern(q, bytes);
+            want.insert(want.end(), p.begin(), p.end());
+          }
+        }
+        break;
+      case OpKind::Scatter:
+        in = rank == n - 1 ? pattern(n - 1, bytes * nn) : std::vector<uint8_t>{}, out.resize(bytes);
+        want = pattern(n - 1, bytes * nn);
+        want = std::vector<uint8_t>(want.begin() + static_cast<long>(static_cast<size_t>(rank) * bytes),
+                                    want.begin() + static_cast<long>(static_cast<size_t>(rank + 1) * bytes));
         break;
       case OpKind::Barrier: break;
       default: FAIL() << "no check for " << opName(kind);
@@ -118,8 +133,9 @@ TEST_P(ForcedAlgorithm, RunsAndIsExact) {
 
 std::vector<Case> allCases() {
   std::vector<Case> out;
-  const OpKind kinds[] = {OpKind::AllReduce,     OpKind::Broadcast, OpKind::Reduce, OpKind::AllGather,
-                          OpKind::ReduceScatter, OpKind::AllToAll,  OpKind::Barrier};
+  const OpKind kinds[] = {OpKind::AllReduce, OpKind::Broadcast,     OpKind::Reduce,
+                          OpKind::AllGather, OpKind::ReduceScatter, OpKind::AllToAll,
+                          OpKind::Gather,    OpKind::Scatter,       OpKind::Barrier};
   const Algo algos[] = {Algo::Ring,   Algo::RecursiveDoubling, Algo::Binomial,
                         Algo::Direct, Algo::Dissemination,     Algo::Shm};
   for (TransportKind tr : {TransportKind::Tcp, TransportKind::Shm}) {
