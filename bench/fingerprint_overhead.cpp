@@ -77,8 +77,10 @@ int main(int argc, char** argv) {
     });
   }
   for (auto& t : ranks) t.join();
-  std::printf("fingerprint overhead, %d ranks (threads, TCP loopback), %d samples x %d calls, alternating on/off\n",
-              kRanks, samples, calls);
+  std::printf(
+      "fingerprint overhead, %d ranks (threads; transport per VIGIL_TRANSPORT, shm by default), %d samples x %d calls, "
+      "alternating on/off\n",
+      kRanks, samples, calls);
   // The ratio of each adjacent on/off pair shares that moment's noise; its
   // median is the steadier estimate of the overhead.
   std::printf("%10s %14s %14s %10s %16s\n", "bytes", "on (us/call)", "off (us/call)", "on/off", "median pair ratio");

@@ -49,6 +49,9 @@ struct Blocks {
   size_t size(int i) const { return begin(i + 1) - begin(i); }
 };
 
+// Ring steps over sockets move large blocks in pieces of this size.
+constexpr size_t kPipelineBytes = 512u << 10;
+
 inline int mod(int a, int n) {
   return ((a % n) + n) % n;
 }
