@@ -32,11 +32,13 @@ void copy(void* dst, const void* src, size_t bytes) {
   if (bytes > 0 && dst != src) std::memcpy(dst, src, bytes);
 }
 
-}  // namespace
-
-void allReduceShm(StepRunner& r, const void* send, void* recv, size_t count, vigilDataType_t dtype, vigilRedOp_t op) {
+// Allreduce (root < 0: every rank gets the result) and reduce (only `root`
+// does) share one schedule; only the copying out differs.
+void reduceToShm(StepRunner& r, const void* send, void* recv, size_t count, vigilDataType_t dtype, vigilRedOp_t op,
+                 int root) {
   ShmDataPlane& p = *r.shm();
   const int n = r.nranks(), me = r.rank();
+  const bool receives = root < 0 || me == root;
   const size_t elem = dtypeSize(dtype);
   const auto* in = static_cast<const uint8_t*>(send);
   auto* out = static_cast<uint8_t*>(recv);
@@ -49,16 +51,18 @@ void allReduceShm(StepRunner& r, const void* send, void* recv, size_t count, vig
     const int b = r.shmTakeBuffer();
     copy(buffer(me, b), in, count * elem);
     const uint64_t s = r.shmSync();
-    reduceRanks(
-        out, [&](int q) { return buffer(q, b); }, n, count, dtype, op);
+    if (receives) {
+      reduceRanks(
+          out, [&](int q) { return buffer(q, b); }, n, count, dtype, op);
+      if (op == vigilAvg) reduce::divideInPlace(out, count, dtype, n);
+    }
     r.shmRelease(b, s);
-    if (op == vigilAvg) reduce::divideInPlace(out, count, dtype, n);
     return;
   }
 
-  // Reduce-scatter + allgather per chunk: rank q reduces slice q of the
-  // chunk from everyone's staging buffer into its own, then everyone copies
-  // every reduced slice out.
+  // Reduce-scatter + gather per chunk: rank q reduces slice q of the chunk
+  // from everyone's staging buffer into its own, then the receiving ranks
+  // copy every reduced slice out.
   const size_t chunk = std::max<size_t>(1, p.stagingBytes() / elem / static_cast<size_t>(n)) * static_cast<size_t>(n);
   for (size_t off = 0; off < count; off += chunk) {
     const Blocks slice{std::min(chunk, count - off), n};
@@ -76,59 +80,24 @@ void allReduceShm(StepRunner& r, const void* send, void* recv, size_t count, vig
         reduced, [&](int q) { return q == me ? src + at : p.staging(q, b) + at; }, n, slice.size(me), dtype, op);
     if (op == vigilAvg) reduce::divideInPlace(reduced, slice.size(me), dtype, n);
     const uint64_t s = r.shmSync();
-    for (int q = 0; q < n; ++q) {
-      copy(out + (off + slice.begin(q)) * elem, p.staging(q, b) + slice.begin(q) * elem, slice.size(q) * elem);
-    }
-    r.shmRelease(b, s);
-  }
-}
-
-void reduceShm(StepRunner& r, const void* send, void* recv, size_t count, vigilDataType_t dtype, vigilRedOp_t op,
-               int root) {
-  ShmDataPlane& p = *r.shm();
-  const int n = r.nranks(), me = r.rank();
-  const size_t elem = dtypeSize(dtype);
-  const auto* in = static_cast<const uint8_t*>(send);
-  auto* out = static_cast<uint8_t*>(recv);
-
-  if (count * elem <= std::min(shm::kSmallAllReduceBytes, p.stagingBytes())) {
-    if (count == 0) return;
-    const bool inLine = count * elem <= shm::kInlineBytes;
-    auto buffer = [&](int q, int b) { return inLine ? p.inlineData(q, b) : p.staging(q, b); };
-    const int b = r.shmTakeBuffer();
-    copy(buffer(me, b), in, count * elem);
-    const uint64_t s = r.shmSync();
-    if (me == root) {
-      reduceRanks(
-          out, [&](int q) { return buffer(q, b); }, n, count, dtype, op);
-      if (op == vigilAvg) reduce::divideInPlace(out, count, dtype, n);
-    }
-    r.shmRelease(b, s);
-    return;
-  }
-  // As allreduce, every rank reducing its slice of each chunk; only the root copies out.
-  const size_t chunk = std::max<size_t>(1, p.stagingBytes() / elem / static_cast<size_t>(n)) * static_cast<size_t>(n);
-  for (size_t off = 0; off < count; off += chunk) {
-    const Blocks slice{std::min(chunk, count - off), n};
-    const uint8_t* src = in + off * elem;
-    const int b = r.shmTakeBuffer();
-    uint8_t* mine = p.staging(me, b);
-    copy(mine, src, slice.begin(me) * elem);
-    copy(mine + slice.begin(me + 1) * elem, src + slice.begin(me + 1) * elem,
-         (slice.count - slice.begin(me + 1)) * elem);
-    r.shmSync();
-    const size_t at = slice.begin(me) * elem;
-    reduceRanks(
-        mine + at, [&](int q) { return q == me ? src + at : p.staging(q, b) + at; }, n, slice.size(me), dtype, op);
-    if (op == vigilAvg) reduce::divideInPlace(mine + at, slice.size(me), dtype, n);
-    const uint64_t s = r.shmSync();
-    if (me == root) {
+    if (receives) {
       for (int q = 0; q < n; ++q) {
         copy(out + (off + slice.begin(q)) * elem, p.staging(q, b) + slice.begin(q) * elem, slice.size(q) * elem);
       }
     }
     r.shmRelease(b, s);
   }
+}
+
+}  // namespace
+
+void allReduceShm(StepRunner& r, const void* send, void* recv, size_t count, vigilDataType_t dtype, vigilRedOp_t op) {
+  reduceToShm(r, send, recv, count, dtype, op, -1);
+}
+
+void reduceShm(StepRunner& r, const void* send, void* recv, size_t count, vigilDataType_t dtype, vigilRedOp_t op,
+               int root) {
+  reduceToShm(r, send, recv, count, dtype, op, root);
 }
 
 void gatherShm(StepRunner& r, const void* send, void* recv, size_t sendcount, vigilDataType_t dtype, int root) {
