@@ -2,7 +2,10 @@
 // call as an OpDesc, hand it to the communicator (or the open group), and
 // map exceptions to result codes. Nothing else lives here.
 
+#include <algorithm>
 #include <cstring>
+#include <utility>
+#include <vector>
 
 #include "api/handles.hpp"
 #include "bootstrap/launch_env.hpp"
@@ -16,12 +19,17 @@ using namespace vigil;
 
 namespace {
 
+// The communicators of this thread's open group: a failed vigilGroupEnd is
+// also the last error of each of them (vigilGetLastError(comm) after it).
+thread_local std::vector<vigilComm_t> groupComms;
+
 vigilResult_t submit(vigilComm_t comm, vigilStream_t stream, const OpDesc& op) {
   return api::guarded(comm, [&] {
     std::shared_ptr<Communicator> c = api::acquire(comm);
     std::shared_ptr<Stream> s = api::streamOf(stream);
     if (group::active()) {
       group::add(std::move(c), op, std::move(s));
+      if (std::find(groupComms.begin(), groupComms.end(), comm) == groupComms.end()) groupComms.push_back(comm);
     } else if (!s) {
       c->run(op);
     } else {
@@ -281,7 +289,14 @@ vigilResult_t vigilGroupStart(void) {
 }
 
 vigilResult_t vigilGroupEnd(void) {
-  return api::guarded(nullptr, [] { group::end(); });
+  const vigilResult_t rc = api::guarded(nullptr, [] { group::end(); });
+  if (group::active()) return rc;  // an inner end: the group is still open
+  const std::vector<vigilComm_t> comms = std::exchange(groupComms, {});
+  if (rc != vigilSuccess) {
+    const std::string text = api::lastErrorText(nullptr);
+    for (vigilComm_t c : comms) api::setLastError(c, text);
+  }
+  return rc;
 }
 
 // ---- MoE: not in this build -------------------------------------------------

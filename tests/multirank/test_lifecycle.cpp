@@ -201,6 +201,29 @@ TEST(Lifecycle, SendRecvSizeDisagreementIsReported) {
   });
 }
 
+// A failed vigilGroupEnd has no communicator argument; its error is still
+// the last error of every communicator in the group, also when it left them
+// usable (here: a group split across streams, refused before anything ran).
+TEST(Lifecycle, AFailedGroupIsTheLastErrorOfItsCommunicators) {
+  runRanks(2, [&](int rank, vigilComm_t& comm) {
+    (void)rank;
+    vigilStream_t stream = nullptr;
+    ASSERT_EQ(vigilStreamCreate(&stream), vigilSuccess);
+    float a = 1, b = 2;
+    EXPECT_OK(vigilGroupStart(), comm);
+    EXPECT_OK(vigilAllReduce(&a, &a, 1, vigilFloat32, vigilSum, comm, nullptr), comm);
+    EXPECT_OK(vigilAllReduce(&b, &b, 1, vigilFloat32, vigilSum, comm, stream), comm);
+    EXPECT_EQ(vigilGroupEnd(), vigilInvalidUsage);
+    const std::string text = vigilGetLastError(comm);
+    EXPECT_TRUE(contains(text, "VG-API-009")) << text;
+    EXPECT_TRUE(contains(text, "different streams")) << text;
+    // Nothing ran, nothing broke: the communicator works on.
+    EXPECT_OK(vigilAllReduce(&a, &a, 1, vigilFloat32, vigilSum, comm, nullptr), comm);
+    EXPECT_EQ(a, 2.0f);
+    EXPECT_OK(vigilStreamDestroy(stream), comm);
+  });
+}
+
 TEST(Lifecycle, BadArgumentsFailLocallyAndLoseNothing) {
   runRanks(2, [&](int rank, vigilComm_t comm) {
     std::vector<int> buf(8, rank + 1);
