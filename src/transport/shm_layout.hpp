@@ -27,7 +27,8 @@ namespace vigil::shm {
 constexpr size_t kLine = 64;
 constexpr uint64_t kSegmentMagic = 0x5649474c53484d31ULL;  // "VIGLSHM1"
 // One pipeline chunk per staging buffer: it stays in the caches while it is
-// reduced. Tests size messages around it.
+// reduced. The size up to 16 ranks (more ranks get smaller buffers); tests
+// size messages around it.
 constexpr size_t kStagingBytes = 512u << 10;
 // Up to this size an allreduce is one step: each rank reduces the whole
 // vector from everyone's buffer (latency beats the redundant arithmetic).

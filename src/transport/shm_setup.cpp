@@ -34,10 +34,13 @@ size_t floorPow2(size_t v) {
 shm::Geometry chooseGeometry(int nranks) {
   shm::Geometry g;
   g.n = nranks;
-  // 16 MiB of rings in all, between 64 KiB and 1 MiB per direction.
+  // About 16 MiB of rings and 16 MiB of staging in all, so that 64 ranks
+  // on one host fit in a container's default 64 MiB /dev/shm: rings of 4 KiB
+  // to 1 MiB per direction, staging buffers of 64 KiB to kStagingBytes.
   const size_t pairs = static_cast<size_t>(nranks) * static_cast<size_t>(nranks - 1);
-  g.ringBytes = std::clamp<size_t>(floorPow2((16u << 20) / pairs), 64u << 10, 1u << 20);
-  g.stagingBytes = shm::kStagingBytes;
+  g.ringBytes = std::clamp<size_t>(floorPow2((16u << 20) / pairs), 4u << 10, 1u << 20);
+  g.stagingBytes =
+      std::clamp<size_t>(floorPow2((8u << 20) / static_cast<size_t>(nranks)), 64u << 10, shm::kStagingBytes);
   return g;
 }
 
