@@ -32,6 +32,22 @@ void copy(void* dst, const void* src, size_t bytes) {
   if (bytes > 0 && dst != src) std::memcpy(dst, src, bytes);
 }
 
+// Collectives over n blocks (reduce-scatter, all-to-all, scatter) stage the
+// same range of every block: a chunk is n sub-blocks of this many elements.
+size_t subBlockChunk(const ShmDataPlane& p, size_t elem, int n) {
+  return std::max<size_t>(1, p.stagingBytes() / elem / static_cast<size_t>(n));
+}
+
+// Copies elements [off, off + c) of every block of `in` (blocks of
+// `blockCount` elements) but block `skip` into `staged` as sub-blocks.
+void stageSubBlocks(uint8_t* staged, const uint8_t* in, int n, int skip, size_t blockCount, size_t off, size_t c,
+                    size_t elem) {
+  for (int q = 0; q < n; ++q) {
+    const size_t qq = static_cast<size_t>(q);
+    if (q != skip) copy(staged + qq * c * elem, in + (qq * blockCount + off) * elem, c * elem);
+  }
+}
+
 // Allreduce (root < 0: every rank gets the result) and reduce (only `root`
 // does) share one schedule; only the copying out differs.
 void reduceToShm(StepRunner& r, const void* send, void* recv, size_t count, vigilDataType_t dtype, vigilRedOp_t op,
@@ -128,17 +144,12 @@ void scatterShm(StepRunner& r, const void* send, void* recv, size_t recvcount, v
   const auto* in = static_cast<const uint8_t*>(send);
   auto* out = static_cast<uint8_t*>(recv);
   if (me == root) copy(out, in + static_cast<size_t>(root) * recvcount * elem, recvcount * elem);
-  // A chunk takes the same range of every rank's block: n sub-blocks.
-  const size_t chunk = std::max<size_t>(1, p.stagingBytes() / elem / static_cast<size_t>(n));
+  const size_t chunk = subBlockChunk(p, elem, n);
   for (size_t off = 0; off < recvcount; off += chunk) {
     const size_t c = std::min(chunk, recvcount - off);
     const int b = r.shmTakeBuffer();
     uint8_t* staged = p.staging(root, b);
-    if (me == root) {
-      for (int q = 0; q < n; ++q) {
-        if (q != root) copy(staged + static_cast<size_t>(q) * c * elem, in + (q * recvcount + off) * elem, c * elem);
-      }
-    }
+    if (me == root) stageSubBlocks(staged, in, n, root, recvcount, off, c, elem);
     const uint64_t s = r.shmSync();
     if (me != root) copy(out + off * elem, staged + static_cast<size_t>(me) * c * elem, c * elem);
     r.shmRelease(b, s);
@@ -190,15 +201,12 @@ void reduceScatterShm(StepRunner& r, const void* send, void* recv, size_t recvco
   const size_t elem = dtypeSize(dtype);
   const auto* in = static_cast<const uint8_t*>(send);
   auto* out = static_cast<uint8_t*>(recv);
-  // A chunk takes the same range of every rank's block: n sub-blocks.
-  const size_t chunk = std::max<size_t>(1, p.stagingBytes() / elem / static_cast<size_t>(n));
+  const size_t chunk = subBlockChunk(p, elem, n);
   for (size_t off = 0; off < recvcount; off += chunk) {
     const size_t c = std::min(chunk, recvcount - off);
     const int b = r.shmTakeBuffer();
     uint8_t* mine = p.staging(me, b);
-    for (int q = 0; q < n; ++q) {
-      if (q != me) copy(mine + static_cast<size_t>(q) * c * elem, in + (q * recvcount + off) * elem, c * elem);
-    }
+    stageSubBlocks(mine, in, n, me, recvcount, off, c, elem);
     const uint64_t s = r.shmSync();
     uint8_t* reduced = mine + static_cast<size_t>(me) * c * elem;  // my own sub-block's slot is free
     const uint8_t* own = in + (static_cast<size_t>(me) * recvcount + off) * elem;
@@ -217,16 +225,13 @@ void allToAllShm(StepRunner& r, const void* send, void* recv, size_t count, vigi
   const size_t elem = dtypeSize(dtype);
   const auto* in = static_cast<const uint8_t*>(send);
   auto* out = static_cast<uint8_t*>(recv);
-  const size_t chunk = std::max<size_t>(1, p.stagingBytes() / elem / static_cast<size_t>(n));
+  const size_t chunk = subBlockChunk(p, elem, n);
   const size_t self = static_cast<size_t>(me) * count * elem;
   copy(out + self, in + self, count * elem);
   for (size_t off = 0; off < count; off += chunk) {
     const size_t c = std::min(chunk, count - off);
     const int b = r.shmTakeBuffer();
-    uint8_t* mine = p.staging(me, b);
-    for (int q = 0; q < n; ++q) {
-      if (q != me) copy(mine + static_cast<size_t>(q) * c * elem, in + (q * count + off) * elem, c * elem);
-    }
+    stageSubBlocks(p.staging(me, b), in, n, me, count, off, c, elem);
     const uint64_t s = r.shmSync();
     for (int q = 0; q < n; ++q) {
       if (q != me) {
