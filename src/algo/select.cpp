@@ -90,6 +90,7 @@ std::optional<AlgoOverrides> AlgoOverrides::parse(std::string_view text, std::st
 }
 
 Algo selectAlgo(OpKind kind, size_t bytes, const Topology& topo, const AlgoOverrides& overrides) {
+  if (kind == OpKind::Split) kind = OpKind::AllGather;  // moves its records as an all-gather
   const Algo forced = overrides.forced[static_cast<size_t>(kind)];
   if (forced != Algo::None && algoApplies(forced, kind, topo)) return forced;
   // The table. Shared memory: every rank reads the others' staging buffers in
@@ -108,7 +109,8 @@ Algo selectAlgo(OpKind kind, size_t bytes, const Topology& topo, const AlgoOverr
     case OpKind::AllToAllV: return Algo::Direct;
     case OpKind::Barrier: return topo.shm ? Algo::Shm : Algo::Dissemination;
     case OpKind::Send:
-    case OpKind::Recv: return Algo::None;
+    case OpKind::Recv:
+    case OpKind::Split: return Algo::None;
   }
   return Algo::None;
 }

@@ -154,9 +154,20 @@ vigilResult_t vigilCommInitFromEnv(vigilComm_t* comm) {
   });
 }
 
-vigilResult_t vigilCommSplit(vigilComm_t comm, int, int, vigilComm_t* newcomm) {
-  if (newcomm != nullptr) *newcomm = nullptr;
-  return notSupported("vigilCommSplit", comm);
+vigilResult_t vigilCommSplit(vigilComm_t comm, int color, int key, vigilComm_t* newcomm) {
+  return api::guarded(comm, [&] {
+    if (newcomm == nullptr) ErrorBuilder(Errc::ApiNullArgument).op("vigilCommSplit").cause("newcomm is NULL").raise();
+    *newcomm = nullptr;
+    std::shared_ptr<Communicator> parent = api::acquire(comm);
+    if (group::active()) {
+      parent->error(Errc::ApiSplitInGroup)
+          .op("vigilCommSplit")
+          .cause("vigilCommSplit(color ", color, ", key ", key, ") was called inside vigilGroupStart/vigilGroupEnd")
+          .raise();
+    }
+    std::shared_ptr<Communicator> child = parent->split(color, key);
+    if (child) *newcomm = api::makeHandle(std::move(child));
+  });
 }
 
 vigilResult_t vigilCommCount(vigilComm_t comm, int* count) {

@@ -29,6 +29,7 @@ Span inputOf(const OpDesc& op, int rank, int n) {
     case OpKind::AllReduce:
     case OpKind::Reduce:
     case OpKind::AllGather:
+    case OpKind::Split:
     case OpKind::Gather:
     case OpKind::Send: return {op.send, op.count};
     case OpKind::Broadcast: return rank == op.root ? Span{op.send, op.count} : Span{};
@@ -53,6 +54,7 @@ Span outputOf(const OpDesc& op, int rank, int n) {
     case OpKind::Reduce: return rank == op.root ? Span{op.recv, op.count} : Span{};
     case OpKind::Gather: return rank == op.root ? Span{op.recv, all} : Span{};
     case OpKind::AllGather:
+    case OpKind::Split:
     case OpKind::AllToAll: return {op.recv, all};
     case OpKind::AllToAllV: return {op.recv, allToAllVExtent(op.recvcounts, op.rdispls, n)};
     case OpKind::Barrier:

@@ -157,6 +157,7 @@ void Communicator::runAlgorithm(const OpDesc& op, algo::Algo algo) {
       }
       break;
     case OpKind::AllGather:
+    case OpKind::Split:
       if (shm) {
         algo::allGatherShm(*this, op.send, op.recv, op.count, op.dtype);
       } else {
@@ -216,6 +217,7 @@ size_t Communicator::opBytes(const OpDesc& op) const {
   const size_t elem = dtypeSize(op.dtype), n = static_cast<size_t>(nranks_);
   switch (op.kind) {
     case OpKind::AllGather:
+    case OpKind::Split:
     case OpKind::AllToAll:
     case OpKind::ReduceScatter:
     case OpKind::Gather:

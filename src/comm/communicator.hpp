@@ -63,6 +63,13 @@ class Communicator : private algo::StepRunner, private LivenessWatch {
   // `ids`: their flight-recorder entries when recorded at enqueue (groups).
   void runPointToPoint(std::span<const OpDesc> ops, std::span<const uint64_t> ids = {});
 
+  // Collective over this communicator: the ranks passing the same color form
+  // a new communicator, ordered by (key, rank here); color < 0 returns null.
+  // The colors, keys and listen addresses travel as one all-gather here (no
+  // rendezvous); the members then connect to each other directly, so the new
+  // communicator progresses and dies independently of this one.
+  std::shared_ptr<Communicator> split(int color, int key);
+
   void finalize();
   // Local teardown; `reason` is what peers are told.
   void destroy(ByeReason reason = ByeReason::Destroy);
@@ -79,8 +86,13 @@ class Communicator : private algo::StepRunner, private LivenessWatch {
   algo::Algo lastAlgo() const { return static_cast<algo::Algo>(current_.algo); }
 
  private:
-  Communicator(int rank, int nranks, CommConfig config, std::string name, std::vector<PeerInfo> peers,
-               std::vector<Fd> controlFds, std::unique_ptr<DataPath> data);
+  Communicator(int rank, int nranks, CommConfig config, std::string name, const JobToken& token,
+               std::vector<PeerInfo> peers, std::vector<Fd> controlFds, std::unique_ptr<DataPath> data);
+  // After the connections: the data path, the control handshake (init
+  // succeeds on every rank or on none), the control thread.
+  static std::shared_ptr<Communicator> assemble(int rank, int nranks, const CommConfig& config, std::string name,
+                                                std::vector<PeerInfo> peers, const JobToken& token, Mesh mesh,
+                                                Deadline deadline);
 
   // StepRunner
   void exchange(std::span<const Transfer> transfers) override;
@@ -138,7 +150,9 @@ class Communicator : private algo::StepRunner, private LivenessWatch {
   const int nranks_;
   const CommConfig config_;
   const std::string name_;
+  const JobToken token_;  // the job's token; a split derives its own from it
   const std::vector<PeerInfo> peers_;
+  std::atomic<uint32_t> splits_{0};  // splits so far: names the children
   ControlPlane control_;
   std::unique_ptr<DataPath> data_;
 

@@ -76,12 +76,22 @@ std::shared_ptr<Communicator> Communicator::create(int nranks, const RootInfo& r
   Mesh mesh = connectMesh(listener, peers, rank, root.token, overrides.libVersion, deadline);
   listener.fd.reset();  // nobody else may connect once the mesh is complete
 
-  std::unique_ptr<DataPath> data = chooseDataPath(rank, nranks, config, peers, root.token, mesh.data, deadline);
+  std::string name = config.name.empty() ? cat("c", tokenTag(root.token)) : config.name;
+  std::shared_ptr<Communicator> comm =
+      assemble(rank, nranks, config, std::move(name), std::move(peers), root.token, std::move(mesh), deadline);
+  VIGIL_LOG_AT(LogLevel::Info, rank, "communicator '", comm->name_, "' ready: rank ", rank, "/", nranks, " in ",
+               static_cast<int>(secondsSince(started) * 1000), " ms, root ", root.describe());
+  return comm;
+}
+
+std::shared_ptr<Communicator> Communicator::assemble(int rank, int nranks, const CommConfig& config, std::string name,
+                                                     std::vector<PeerInfo> peers, const JobToken& token, Mesh mesh,
+                                                     Deadline deadline) {
+  std::unique_ptr<DataPath> data = chooseDataPath(rank, nranks, config, peers, token, mesh.data, deadline);
   if (!data) data = std::make_unique<SocketDataPlane>(std::move(mesh.data));
   ShmDataPlane* shm = data->shm();
 
-  std::string name = config.name.empty() ? cat("c", tokenTag(root.token)) : config.name;
-  std::shared_ptr<Communicator> comm(new Communicator(rank, nranks, config, std::move(name), std::move(peers),
+  std::shared_ptr<Communicator> comm(new Communicator(rank, nranks, config, std::move(name), token, std::move(peers),
                                                       std::move(mesh.control), std::move(data)));
   std::vector<int> silent = comm->control_.handshake(deadline);
   if (!silent.empty()) {
@@ -100,17 +110,16 @@ std::shared_ptr<Communicator> Communicator::create(int nranks, const RootInfo& r
   if (shm != nullptr) comm->control_.setWakeHook([shm] { shm->wake(); });
   comm->control_.start();
   registerCommunicator(comm);
-  VIGIL_LOG_AT(LogLevel::Info, rank, "communicator '", comm->name_, "' ready: rank ", rank, "/", nranks, " in ",
-               static_cast<int>(secondsSince(started) * 1000), " ms, root ", root.describe());
   return comm;
 }
 
-Communicator::Communicator(int rank, int nranks, CommConfig config, std::string name, std::vector<PeerInfo> peers,
-                           std::vector<Fd> controlFds, std::unique_ptr<DataPath> data)
+Communicator::Communicator(int rank, int nranks, CommConfig config, std::string name, const JobToken& token,
+                           std::vector<PeerInfo> peers, std::vector<Fd> controlFds, std::unique_ptr<DataPath> data)
     : rank_(rank),
       nranks_(nranks),
       config_(std::move(config)),
       name_(std::move(name)),
+      token_(token),
       peers_(std::move(peers)),
       control_(rank, nranks, std::move(controlFds)),
       data_(std::move(data)),

@@ -71,7 +71,8 @@ void Communicator::validate(const OpDesc& op) const {
         fail(Errc::ApiBadAliasing).cause("sendbuff and recvbuff overlap without being equal").raise();
       }
       break;
-    case OpKind::AllGather: {
+    case OpKind::AllGather:
+    case OpKind::Split: {
       need(op.send, bytes > 0, "sendbuff");
       need(op.recv, bytes > 0, "recvbuff");
       const void* inPlace = static_cast<const uint8_t*>(op.recv) + static_cast<size_t>(rank_) * bytes;

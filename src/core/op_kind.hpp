@@ -18,6 +18,9 @@ enum class OpKind : uint8_t {
   Barrier,
   Send,
   Recv,
+  // vigilCommSplit's exchange of colors, keys and addresses: an all-gather
+  // of fixed-size records, fingerprinted as its own operation.
+  Split,
 };
 
 inline const char* opName(OpKind kind) {
@@ -34,6 +37,7 @@ inline const char* opName(OpKind kind) {
     case OpKind::Barrier: return "barrier";
     case OpKind::Send: return "send";
     case OpKind::Recv: return "recv";
+    case OpKind::Split: return "split";
   }
   return "unknown-op";
 }
