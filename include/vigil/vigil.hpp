@@ -9,9 +9,11 @@
 #define VIGIL_VIGIL_HPP
 
 #include <cstdint>
+#include <map>
 #include <stdexcept>
 #include <string>
 #include <utility>
+#include <vector>
 
 #include "vigil/vigil.h"
 
@@ -119,6 +121,15 @@ class Communicator {
   ~Communicator() { reset(); }
 
   vigilComm_t get() const { return comm_; }
+  // False for the result of a split with a negative color (no communicator).
+  explicit operator bool() const { return comm_ != nullptr; }
+  // Collective: the ranks passing the same color >= 0 form a communicator
+  // ordered by (key, rank); a negative color returns an empty Communicator.
+  Communicator split(int color, int key) const {
+    vigilComm_t child = nullptr;
+    check(vigilCommSplit(comm_, color, key, &child), comm_);
+    return Communicator(child);
+  }
   int rank() const {
     int r = -1;
     check(vigilCommUserRank(comm_, &r), comm_);
@@ -213,6 +224,119 @@ class Group {
 
  private:
   bool open_ = true;
+};
+
+
+// A communicator laid out as an n-d grid with named dimensions, row-major
+// (the last dimension varies fastest), as training frameworks lay out data,
+// tensor and expert parallelism:
+//
+//   vigil::DeviceMesh mesh(comm, {2, 4}, {"dp", "tp"});
+//   mesh.group("tp").allReduce(x, x, n);   // the 4 ranks that share a dp index
+//
+// group() builds the communicator of one or more dimensions by splitting the
+// mesh's communicator on first use and caches it; the first call for a set
+// of dimensions is collective (every rank asks for the same groups in the
+// same order). The mesh refers to `comm`, which must outlive it.
+class DeviceMesh {
+ public:
+  DeviceMesh(const Communicator& comm, std::vector<int> shape, std::vector<std::string> names)
+      : comm_(comm), shape_(std::move(shape)), names_(std::move(names)), rank_(comm.rank()) {
+    const int size = comm.size();
+    long long product = 1;
+    std::string why;
+    if (shape_.empty()) why = "the shape has no dimension";
+    if (names_.size() != shape_.size()) {
+      why = std::to_string(shape_.size()) + " dimension size(s) but " + std::to_string(names_.size()) + " name(s)";
+    }
+    for (size_t d = 0; d < shape_.size() && why.empty(); ++d) {
+      if (shape_[d] < 1) why = "dimension '" + names_[d] + "' has size " + std::to_string(shape_[d]);
+      if (names_[d].empty()) why = "dimension " + std::to_string(d) + " has an empty name";
+      for (size_t e = 0; e < d && why.empty(); ++e) {
+        if (names_[e] == names_[d]) why = "the name '" + names_[d] + "' is used twice";
+      }
+      product *= shape_[d];
+    }
+    if (why.empty() && product != size) {
+      why = "the sizes multiply to " + std::to_string(product) + ", but the communicator has " +
+            std::to_string(size) + " ranks";
+    }
+    if (!why.empty()) {
+      fail(vigilInvalidArgument, "VG-API-016", "shape " + describe() + ": " + why,
+           "pass dimension sizes >= 1 whose product is the communicator size, and one distinct, non-empty name "
+           "per dimension");
+    }
+  }
+  DeviceMesh(const DeviceMesh&) = delete;
+  DeviceMesh& operator=(const DeviceMesh&) = delete;
+
+  int ndim() const { return static_cast<int>(shape_.size()); }
+  const std::vector<int>& shape() const { return shape_; }
+  const std::vector<std::string>& names() const { return names_; }
+  int size(const std::string& dim) const { return shape_[index(dim)]; }
+  // This rank's coordinate along `dim`, and all of them.
+  int coordinate(const std::string& dim) const { return coordinates()[index(dim)]; }
+  std::vector<int> coordinates() const { return coordinatesOf(rank_); }
+  std::vector<int> coordinatesOf(int rank) const {
+    std::vector<int> c(shape_.size());
+    for (size_t d = shape_.size(); d-- > 0;) {
+      c[d] = rank % shape_[d];
+      rank /= shape_[d];
+    }
+    return c;
+  }
+  // The communicator of the ranks that differ from this one only along
+  // `dims` (in that order: the first dimension varies slowest in it).
+  Communicator& group(const std::string& dim) { return group(std::vector<std::string>{dim}); }
+  Communicator& group(const std::vector<std::string>& dims) {
+    std::vector<size_t> inside;
+    for (const std::string& name : dims) {
+      size_t d = index(name);
+      for (size_t seen : inside) {
+        if (seen == d) fail(vigilInvalidArgument, "VG-API-016", "dimension '" + name + "' is named twice in group()",
+                            "name each dimension of the group once");
+      }
+      inside.push_back(d);
+    }
+    auto found = groups_.find(inside);
+    if (found != groups_.end()) return found->second;
+    const std::vector<int> c = coordinates();
+    std::vector<bool> isInside(shape_.size(), false);
+    for (size_t d : inside) isInside[d] = true;
+    int color = 0, key = 0;
+    for (size_t d = 0; d < shape_.size(); ++d) {
+      if (!isInside[d]) color = color * shape_[d] + c[d];
+    }
+    for (size_t d : inside) key = key * shape_[d] + c[d];
+    return groups_.emplace(inside, comm_.split(color, key)).first->second;
+  }
+
+ private:
+  size_t index(const std::string& dim) const {
+    for (size_t d = 0; d < names_.size(); ++d) {
+      if (names_[d] == dim) return d;
+    }
+    fail(vigilInvalidArgument, "VG-API-017", "the mesh " + describe() + " has no dimension '" + dim + "'",
+         "use one of the dimension names the mesh was built with");
+  }
+  std::string describe() const {
+    std::string text = "[";
+    for (size_t d = 0; d < shape_.size(); ++d) {
+      text += (d ? ", " : "") + (d < names_.size() ? names_[d] : std::string("?")) + "=" + std::to_string(shape_[d]);
+    }
+    return text + "]";
+  }
+  [[noreturn]] void fail(vigilResult_t result, const char* id, const std::string& cause,
+                         const std::string& remedy) const {
+    throw Error(result, std::string(id) + ": rank " + std::to_string(rank_) + ": DeviceMesh: " + cause +
+                            ". Remedy: " + remedy + ".");
+  }
+
+  const Communicator& comm_;
+  std::vector<int> shape_;
+  std::vector<std::string> names_;
+  int rank_;
+  std::map<std::vector<size_t>, Communicator> groups_;
 };
 
 }  // namespace vigil
