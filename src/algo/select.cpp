@@ -4,8 +4,8 @@ namespace vigil::algo {
 
 namespace {
 
-constexpr Algo kAll[] = {Algo::Ring,   Algo::RecursiveDoubling, Algo::Binomial,
-                         Algo::Direct, Algo::Dissemination,     Algo::Shm};
+constexpr Algo kAll[] = {Algo::Ring,          Algo::RecursiveDoubling, Algo::Binomial, Algo::Direct,
+                         Algo::Dissemination, Algo::Shm,               Algo::Hierarchical};
 constexpr OpKind kCollectives[] = {OpKind::AllReduce,     OpKind::Broadcast, OpKind::Reduce,    OpKind::AllGather,
                                    OpKind::ReduceScatter, OpKind::AllToAll,  OpKind::AllToAllV, OpKind::Gather,
                                    OpKind::Scatter,       OpKind::Barrier};
@@ -25,6 +25,7 @@ const char* algoName(Algo a) {
     case Algo::Direct: return "direct";
     case Algo::Dissemination: return "dissemination";
     case Algo::Shm: return "shm";
+    case Algo::Hierarchical: return "hierarchical";
   }
   return "unknown";
 }
@@ -45,6 +46,8 @@ bool algoApplies(Algo a, OpKind kind, const Topology& topo) {
       return kind == OpKind::AllToAll || kind == OpKind::AllToAllV || kind == OpKind::Gather || kind == OpKind::Scatter;
     case Algo::Dissemination: return kind == OpKind::Barrier;
     case Algo::Shm: return topo.shm && kind != OpKind::AllToAllV && kind != OpKind::Send && kind != OpKind::Recv;
+    case Algo::Hierarchical:
+      return topo.hierarchical && (kind == OpKind::AllReduce || kind == OpKind::Broadcast || kind == OpKind::Barrier);
     case Algo::None: return false;
   }
   return false;
@@ -66,14 +69,14 @@ std::optional<AlgoOverrides> AlgoOverrides::parse(std::string_view text, std::st
     std::optional<Algo> a = algoFromName(algo);
     if (!a) {
       *error = "unknown algorithm '" + std::string(algo) +
-               "' (known: ring, recursive_doubling, binomial, direct, dissemination, shm)";
+               "' (known: ring, recursive_doubling, binomial, direct, dissemination, shm, hierarchical)";
       return std::nullopt;
     }
     bool matched = false;
     for (OpKind k : kCollectives) {
-      const bool named = collName.empty() ? algoApplies(*a, k, Topology{2, true}) : collName == opName(k);
+      const bool named = collName.empty() ? algoApplies(*a, k, Topology{2, true, true}) : collName == opName(k);
       if (!named) continue;
-      if (!collName.empty() && !algoApplies(*a, k, Topology{2, true})) {
+      if (!collName.empty() && !algoApplies(*a, k, Topology{2, true, true})) {
         *error = std::string(opName(k)) + " has no '" + std::string(algo) + "' algorithm";
         return std::nullopt;
       }
@@ -93,6 +96,9 @@ Algo selectAlgo(OpKind kind, size_t bytes, const Topology& topo, const AlgoOverr
   if (kind == OpKind::Split) kind = OpKind::AllGather;  // moves its records as an all-gather
   const Algo forced = overrides.forced[static_cast<size_t>(kind)];
   if (forced != Algo::None && algoApplies(forced, kind, topo)) return forced;
+  // Ranks on several hosts: shared memory inside each host, one message per
+  // host across them.
+  if (algoApplies(Algo::Hierarchical, kind, topo)) return Algo::Hierarchical;
   // The table. Shared memory: every rank reads the others' staging buffers in
   // place, at every size (chunks keep large messages in the caches).
   switch (kind) {

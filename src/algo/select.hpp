@@ -23,8 +23,9 @@ enum class Algo : uint8_t {
   Direct = 4,             // all-to-all(v), gather, scatter: every pair at once
   Dissemination = 5,      // barrier
   Shm = 6,                // shared-memory staging buffers, read in place by every rank
+  Hierarchical = 7,       // multi-host: inside each host, across host leaders, back inside
 };
-constexpr int kAlgoCount = 7;
+constexpr int kAlgoCount = 8;
 constexpr size_t kOpSlots = 16;  // indexed by OpKind's value
 
 const char* algoName(Algo a);
@@ -40,7 +41,8 @@ struct AlgoOverrides {
 
 struct Topology {
   int nranks = 1;
-  bool shm = false;  // every rank reaches the others through one shared segment
+  bool shm = false;           // every rank reaches the others through one shared segment
+  bool hierarchical = false;  // ranks on several hosts, several on one: per-host and leader communicators exist
 };
 
 // Whether `a` can run `kind` on this topology.

@@ -131,6 +131,7 @@ void Communicator::runCollective(const OpDesc& op) {
 
 void Communicator::runAlgorithm(const OpDesc& op, algo::Algo algo) {
   using algo::Algo;
+  if (algo == Algo::Hierarchical) return runHierarchical(op);
   const bool shm = algo == Algo::Shm;
   switch (op.kind) {
     case OpKind::AllReduce:
@@ -449,6 +450,10 @@ Error Communicator::poisonWith(const Error& error, bool tellPeers) {
 void Communicator::finalize() {
   std::lock_guard lock(opMutex_);
   checkUsable();
+  if (hier_) {
+    hier_->local->finalize();
+    if (hier_->leaders) hier_->leaders->finalize();
+  }
   opStart_ = Clock::now();
   std::vector<int> missing = control_.finalize(Deadline::afterMs(config_.timeoutMs));
   std::vector<int> stuck;
@@ -489,6 +494,26 @@ void Communicator::destroy(ByeReason reason) {
   }
   control_.poison();  // an op still running in another thread stops now
   control_.stop();
+  if (hier_) {  // their peers are told this communicator's cause, if any
+    std::string cause;
+    vigilResult_t causeResult = vigilSuccess;
+    {
+      std::lock_guard lock(errorMutex_);
+      cause = fatal_ ? fatal_->text() : lastCause_;
+      causeResult = fatal_ ? fatal_->result() : lastCauseResult_;
+    }
+    for (Communicator* c : {hier_->local.get(), hier_->leaders.get()}) {
+      if (c == nullptr) continue;
+      {
+        std::lock_guard lock(c->errorMutex_);
+        if (!c->fatal_ && !cause.empty()) {
+          c->lastCause_ = cause;
+          c->lastCauseResult_ = causeResult;
+        }
+      }
+      c->destroy(reason);
+    }
+  }
 }
 
 void Communicator::abort() {
@@ -496,13 +521,22 @@ void Communicator::abort() {
   if (s == State::Destroyed || s == State::Aborted) return;
   state_.store(State::Aborted);
   control_.poison();  // blocked ops wake and return vigilAborted
-  Error notice = error(Errc::PeerAborted)
-                     .result(vigilAborted)
-                     .cause("rank ", rank_, " aborted the communicator (vigilCommAbort)")
-                     .remedy("see why rank ", rank_, " aborted; create a new communicator to continue")
-                     .build();
+  Error notice = abortNotice_.empty() ? error(Errc::PeerAborted)
+                                           .result(vigilAborted)
+                                           .cause("rank ", rank_, " aborted the communicator (vigilCommAbort)")
+                                           .remedy("see why rank ", rank_, " aborted; create a new communicator to continue")
+                                           .build()
+                                     : Error(Errc::PeerAborted, vigilAborted, abortNotice_);
   control_.broadcastFailure(vigilAborted, notice.text());
   control_.stop();
+  if (hier_) {  // a hierarchical op waits in these: their peers hear this rank's notice
+    hier_->local->abortNotice_ = notice.text();
+    hier_->local->abort();
+    if (hier_->leaders) {
+      hier_->leaders->abortNotice_ = notice.text();
+      hier_->leaders->abort();
+    }
+  }
   dumpAfterFailure(notice);
 }
 

@@ -68,7 +68,7 @@ class Communicator : private algo::StepRunner, private LivenessWatch {
   // The colors, keys and listen addresses travel as one all-gather here (no
   // rendezvous); the members then connect to each other directly, so the new
   // communicator progresses and dies independently of this one.
-  std::shared_ptr<Communicator> split(int color, int key);
+  std::shared_ptr<Communicator> split(int color, int key) { return splitAs(color, key, {}, config_.timeoutMs); }
 
   void finalize();
   // Local teardown; `reason` is what peers are told.
@@ -90,6 +90,12 @@ class Communicator : private algo::StepRunner, private LivenessWatch {
                std::vector<PeerInfo> peers, std::vector<Fd> controlFds, std::unique_ptr<DataPath> data);
   // After the connections: the data path, the control handshake (init
   // succeeds on every rank or on none), the control thread.
+  // split() with a name suffix (empty: "<n>.<color>") and a per-op timeout.
+  std::shared_ptr<Communicator> splitAs(int color, int key, const std::string& suffix, int timeoutMs);
+  // Ranks on several hosts, several on one host: the communicators of the
+  // hierarchical algorithms (comm/hierarchy.cpp).
+  void buildHierarchy();
+  void runHierarchical(const OpDesc& op);
   static std::shared_ptr<Communicator> assemble(int rank, int nranks, const CommConfig& config, std::string name,
                                                 std::vector<PeerInfo> peers, const JobToken& token, Mesh mesh,
                                                 Deadline deadline);
@@ -134,6 +140,9 @@ class Communicator : private algo::StepRunner, private LivenessWatch {
   // fingerprint is the only proof that both ran the same op: wait for it.
   void confirmWithLeftNeighbour();
   std::string describePeer(int peer) const;
+  // "rank 3", or for the communicators of a hierarchy "rank 3 (rank 6 of 'c1')".
+  std::string rankLabel(int peer) const;
+  std::string rankLabels(const std::vector<int>& peers) const;
   // Stores the communicator's first error; returns the one stored.
   Error poisonWith(const Error& error, bool tellPeers);
   // Opt-in checks (comm/checks.cpp).
@@ -153,6 +162,20 @@ class Communicator : private algo::StepRunner, private LivenessWatch {
   const JobToken token_;  // the job's token; a split derives its own from it
   const std::vector<PeerInfo> peers_;
   std::atomic<uint32_t> splits_{0};  // splits so far: names the children
+  struct Hierarchy {
+    std::shared_ptr<Communicator> local;    // the ranks on this host, by rank here
+    std::shared_ptr<Communicator> leaders;  // the first rank of every host; null on the others
+    std::vector<int> hostOf;                // by rank: host index (hosts in order of their first rank)
+    std::vector<int> localRankOf;           // by rank: its rank in its host's communicator
+  };
+  std::unique_ptr<Hierarchy> hier_;
+  // Set on the communicators of a hierarchy: their ranks as ranks of the
+  // communicator they serve, so that their errors name the ranks users know.
+  std::vector<int> outerRanks_;
+  std::string outerName_;
+  // Text a hierarchy's communicator broadcasts when aborted on behalf of the
+  // communicator it serves (that communicator's notice); empty otherwise.
+  std::string abortNotice_;
   ControlPlane control_;
   std::unique_ptr<DataPath> data_;
 

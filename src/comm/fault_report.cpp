@@ -65,7 +65,19 @@ std::string differingFields(const FrameHeader& mine, const FrameHeader& theirs) 
 
 std::string Communicator::describePeer(int peer) const {
   const PeerInfo& p = peers_[static_cast<size_t>(peer)];
-  return cat("rank ", peer, " (host ", p.hostname, ", pid ", p.pid, ")");
+  return cat(rankLabel(peer), " (host ", p.hostname, ", pid ", p.pid, ")");
+}
+
+std::string Communicator::rankLabel(int peer) const {
+  if (outerRanks_.empty()) return cat("rank ", peer);
+  return cat("rank ", peer, " (rank ", outerRanks_[static_cast<size_t>(peer)], " of '", outerName_, "')");
+}
+
+std::string Communicator::rankLabels(const std::vector<int>& peers) const {
+  if (outerRanks_.empty()) return joinRanks(peers);
+  std::string out;
+  for (int p : peers) out += cat(out.empty() ? "" : ", ", rankLabel(p).substr(5));
+  return out;
 }
 
 Error Communicator::describePeerGone(int peer, const PeerState& s) const {
@@ -173,7 +185,7 @@ std::string Communicator::describeWhereOthersAre(const ExchangeFault& f, int64_t
   }
   std::string out = behind;
   if (!silent.empty()) {
-    out += cat(out.empty() ? "" : "; ", silent.size() == 1 ? "rank " : "ranks ", joinRanks(silent),
+    out += cat(out.empty() ? "" : "; ", silent.size() == 1 ? "rank " : "ranks ", rankLabels(silent),
                silent.size() == 1 ? " is" : " are", " unresponsive: no answer within ", kProgressQueryMs / 1000.0,
                " s (stopped with SIGSTOP or a debugger, or the process is hung)");
   }
@@ -243,7 +255,7 @@ void Communicator::failOp(const ExchangeFault& f) {
     case Kind::TimedOut: {
       std::string waits;
       for (const auto& p : f.pending) {
-        waits += cat(waits.empty() ? "" : "; ", p.isSend ? "sending to rank " : "receiving from rank ", p.peer, " (",
+        waits += cat(waits.empty() ? "" : "; ", p.isSend ? "sending to " : "receiving from ", rankLabel(p.peer), " (",
                      p.bytesLeft, " bytes left)");
       }
       const double waited = secondsSince(opStart_);

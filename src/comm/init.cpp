@@ -110,6 +110,7 @@ std::shared_ptr<Communicator> Communicator::assemble(int rank, int nranks, const
   if (shm != nullptr) comm->control_.setWakeHook([shm] { shm->wake(); });
   comm->control_.start();
   registerCommunicator(comm);
+  comm->buildHierarchy();
   return comm;
 }
 

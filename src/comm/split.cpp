@@ -73,7 +73,7 @@ JobToken childToken(const JobToken& parent, const std::vector<uint8_t>& records,
 
 }  // namespace
 
-std::shared_ptr<Communicator> Communicator::split(int color, int key) {
+std::shared_ptr<Communicator> Communicator::splitAs(int color, int key, const std::string& suffix, int timeoutMs) {
   checkUsable();
   const auto started = Clock::now();
   const uint32_t index = splits_.fetch_add(1);
@@ -119,7 +119,8 @@ std::shared_ptr<Communicator> Communicator::split(int color, int key) {
 
   const JobToken token = childToken(token_, records, mine.color);
   CommConfig config = config_;
-  config.name = cat(name_, "/", index, ".", mine.color);
+  config.name = suffix.empty() ? cat(name_, "/", index, ".", mine.color) : cat(name_, "/", suffix);
+  config.timeoutMs = timeoutMs;
   const Deadline deadline = Deadline::afterMs(config_.connectTimeoutMs);
   Mesh mesh = connectMesh(*listener, peers, newRank, token, VIGIL_VERSION_CODE, deadline);
   listener.reset();

@@ -5,6 +5,8 @@
 
 #include <gtest/gtest.h>
 
+#include <barrier>
+#include <chrono>
 #include <thread>
 
 #include "algo/select.hpp"
@@ -157,6 +159,115 @@ std::vector<Case> allCases() {
 }
 
 INSTANTIATE_TEST_SUITE_P(Table, ForcedAlgorithm, ::testing::ValuesIn(allCases()), caseName);
+
+// Ranks on several hosts (host identities given at init): the table picks the
+// hierarchical algorithms for allreduce, broadcast and barrier, the flat ones
+// for the rest, and every result is exact. Hosts are consecutive blocks,
+// uneven blocks and interleaved ranks (so a root's host rank differs from its
+// rank); `forceFlat` pins allreduce to the ring to show the override wins.
+void runOnHosts(const std::vector<int>& hostOf, bool forceFlat) {
+  const int n = static_cast<int>(hostOf.size());
+  vigilRootInfo info = newRootInfo();
+  const RootInfo root = RootInfo::decode(info);
+  CommConfig config = CommConfig::resolve(nullptr, processConfig());
+  config.timeoutMs = 60000;
+  if (forceFlat) config.algo.forced[static_cast<size_t>(OpKind::AllReduce)] = Algo::Ring;
+  std::vector<std::thread> ranks;
+  for (int r = 0; r < n; ++r) {
+    ranks.emplace_back([&, r] {
+      Report report{[&](const std::string& what) { ADD_FAILURE() << n << " ranks, rank " << r << ": " << what; }};
+      InitOverrides overrides;
+      overrides.hostId = "host-" + std::to_string(hostOf[static_cast<size_t>(r)]);
+      std::shared_ptr<Communicator> comm = Communicator::create(n, root, r, config, overrides);
+      EXPECT_EQ(std::string(comm->transportName()), "tcp");
+      for (OpKind k : {OpKind::AllReduce, OpKind::Broadcast, OpKind::Reduce, OpKind::AllGather,
+                       OpKind::ReduceScatter, OpKind::AllToAll, OpKind::Gather, OpKind::Scatter, OpKind::Barrier}) {
+        runAndCheck(*comm, k, r, n, report);
+        const bool hier = (k == OpKind::AllReduce && !forceFlat) || k == OpKind::Broadcast || k == OpKind::Barrier;
+        EXPECT_EQ(comm->lastAlgo() == Algo::Hierarchical, hier) << opName(k) << " ran " << algoName(comm->lastAlgo());
+      }
+      // The average is divided once, by the world size, after the sum across hosts.
+      std::vector<float> v(5, static_cast<float>(r));
+      OpDesc avg{OpKind::AllReduce, v.data(), v.data(), v.size(), vigilFloat32, vigilAvg};
+      comm->run(avg);
+      EXPECT_EQ(v, std::vector<float>(5, static_cast<float>(n - 1) / 2)) << "rank " << r;
+      comm->destroy();
+    });
+  }
+  for (auto& t : ranks) t.join();
+}
+
+TEST(Hierarchical, FourHostsOfTwo) {
+  runOnHosts({0, 0, 1, 1, 2, 2, 3, 3}, false);
+}
+
+TEST(Hierarchical, UnevenAndInterleavedHosts) {
+  runOnHosts({0, 0, 0, 1, 1}, false);
+  runOnHosts({0, 1, 2, 0, 1, 2, 0}, false);
+}
+
+TEST(Hierarchical, AForcedFlatAlgorithmWins) {
+  runOnHosts({0, 1, 0, 1}, true);
+}
+
+// A rank of the second host aborts while the others run a hierarchical
+// allreduce: the failure crosses both levels and every other rank returns
+// an error that names rank 3, instead of waiting in a step.
+TEST(Hierarchical, AnAbortOnOneHostReachesEveryRankOnTheOther) {
+  const int n = 4;
+  vigilRootInfo info = newRootInfo();
+  const RootInfo root = RootInfo::decode(info);
+  CommConfig config = CommConfig::resolve(nullptr, processConfig());
+  config.timeoutMs = 60000;
+  std::barrier ready(n);  // rank 3 aborts after every rank's init
+  std::vector<std::thread> ranks;
+  for (int r = 0; r < n; ++r) {
+    ranks.emplace_back([&, r] {
+      InitOverrides overrides;
+      overrides.hostId = r < 2 ? "host-a" : "host-b";
+      std::shared_ptr<Communicator> comm = Communicator::create(n, root, r, config, overrides);
+      ready.arrive_and_wait();
+      if (r == 3) {
+        comm->abort();
+        return;
+      }
+      std::vector<float> v(1000, 1.0f);
+      const auto started = std::chrono::steady_clock::now();
+      try {
+        comm->run(OpDesc{OpKind::AllReduce, v.data(), v.data(), v.size(), vigilFloat32, vigilSum});
+        ADD_FAILURE() << "rank " << r << ": the allreduce succeeded without rank 3";
+      } catch (const Error& e) {
+        EXPECT_EQ(e.result(), vigilRemoteError) << e.text();
+        EXPECT_NE(e.text().find("VG-PEER-003"), std::string::npos) << e.text();
+        EXPECT_NE(e.text().find("rank 3 aborted"), std::string::npos) << e.text();
+      }
+      EXPECT_LT(std::chrono::steady_clock::now() - started, std::chrono::seconds(10)) << "rank " << r;
+      comm->destroy();
+    });
+  }
+  for (auto& t : ranks) t.join();
+}
+
+TEST(Hierarchical, OneRankPerHostStaysFlat) {
+  const int n = 3;
+  vigilRootInfo info = newRootInfo();
+  const RootInfo root = RootInfo::decode(info);
+  CommConfig config = CommConfig::resolve(nullptr, processConfig());
+  std::vector<std::thread> ranks;
+  for (int r = 0; r < n; ++r) {
+    ranks.emplace_back([&, r] {
+      InitOverrides overrides;
+      overrides.hostId = "host-" + std::to_string(r);
+      std::shared_ptr<Communicator> comm = Communicator::create(n, root, r, config, overrides);
+      float x = 1;
+      comm->run(OpDesc{OpKind::AllReduce, &x, &x, 1, vigilFloat32, vigilSum});
+      EXPECT_EQ(x, 3.0f);
+      EXPECT_EQ(comm->lastAlgo(), Algo::RecursiveDoubling);
+      comm->destroy();
+    });
+  }
+  for (auto& t : ranks) t.join();
+}
 
 }  // namespace
 }  // namespace vigil::test
