@@ -6,7 +6,7 @@
 set -euo pipefail
 cd "$(dirname "$0")"
 
-PACKAGES=(cmake ninja-build g++ pkg-config libgtest-dev nlohmann-json3-dev iproute2 procps)
+PACKAGES=(cmake ninja-build g++ pkg-config libgtest-dev nlohmann-json3-dev iproute2 procps python3 openmpi-bin)
 JOBS=${VIGIL_BUILD_JOBS:-$(nproc)}
 
 install_packages() {

@@ -187,7 +187,7 @@ std::string Communicator::describeWhereOthersAre(const ExchangeFault& f, int64_t
   if (!silent.empty()) {
     out += cat(out.empty() ? "" : "; ", silent.size() == 1 ? "rank " : "ranks ", rankLabels(silent),
                silent.size() == 1 ? " is" : " are", " unresponsive: no answer within ", kProgressQueryMs / 1000.0,
-               " s (stopped with SIGSTOP or a debugger, or the process is hung)");
+               " s (stopped with SIGSTOP or a debugger, hung, or on a host this one cannot reach)");
   }
   if (!sameSeq.empty()) {
     out += cat(out.empty() ? "" : "; ", sameSeq.size() == 1 ? "rank " : "ranks ", joinRanks(sameSeq),

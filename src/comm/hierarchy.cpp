@@ -24,6 +24,17 @@
 
 namespace vigil {
 
+namespace {
+
+// A step's error, quoted inside this communicator's: the remedy is the same
+// (same id) and is given once, at the end.
+std::string withoutRemedy(const std::string& text) {
+  const size_t at = text.rfind(" Remedy: ");
+  return at == std::string::npos ? text : text.substr(0, at);
+}
+
+}  // namespace
+
 void Communicator::buildHierarchy() {
   std::unordered_map<std::string, int> hostIndex;
   std::vector<int> hostOf(static_cast<size_t>(nranks_)), localRankOf(static_cast<size_t>(nranks_));
@@ -127,8 +138,8 @@ void Communicator::runHierarchical(const OpDesc& op) {
     Error wrapped = error(e.errc())
                         .result(e.result())
                         .op(currentLabel_, current_.seq)
-                        .cause("the hierarchical step ", step, " failed (communicator '", in->name(),
-                               "', whose ranks 0.. are ranks ", joinRanks(in->outerRanks_), " here): ", e.text())
+                        .cause("the hierarchical step ", step, " (communicator '", in->name(), "' of ranks ",
+                               joinRanks(in->outerRanks_), ") failed: ", withoutRemedy(e.text()))
                         .build();
     // Every rank waiting in any of the three must learn of it.
     local->poisonWith(wrapped, true);

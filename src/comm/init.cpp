@@ -79,7 +79,8 @@ std::shared_ptr<Communicator> Communicator::create(int nranks, const RootInfo& r
   std::string name = config.name.empty() ? cat("c", tokenTag(root.token)) : config.name;
   std::shared_ptr<Communicator> comm =
       assemble(rank, nranks, config, std::move(name), std::move(peers), root.token, std::move(mesh), deadline);
-  VIGIL_LOG_AT(LogLevel::Info, rank, "communicator '", comm->name_, "' ready: rank ", rank, "/", nranks, " in ",
+  VIGIL_LOG_AT(LogLevel::Info, rank, "communicator '", comm->name_, "' ready: rank ", rank, "/", nranks, " over ",
+               comm->transportName(), comm->hier_ ? " (hierarchical across hosts)" : "", " in ",
                static_cast<int>(secondsSince(started) * 1000), " ms, root ", root.describe());
   return comm;
 }
