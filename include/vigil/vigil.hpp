@@ -226,7 +226,6 @@ class Group {
   bool open_ = true;
 };
 
-
 // A communicator laid out as an n-d grid with named dimensions, row-major
 // (the last dimension varies fastest), as training frameworks lay out data,
 // tensor and expert parallelism:
@@ -258,8 +257,8 @@ class DeviceMesh {
       product *= shape_[d];
     }
     if (why.empty() && product != size) {
-      why = "the sizes multiply to " + std::to_string(product) + ", but the communicator has " +
-            std::to_string(size) + " ranks";
+      why = "the sizes multiply to " + std::to_string(product) + ", but the communicator has " + std::to_string(size) +
+            " ranks";
     }
     if (!why.empty()) {
       fail(vigilInvalidArgument, "VG-API-016", "shape " + describe() + ": " + why,
@@ -293,8 +292,9 @@ class DeviceMesh {
     for (const std::string& name : dims) {
       size_t d = index(name);
       for (size_t seen : inside) {
-        if (seen == d) fail(vigilInvalidArgument, "VG-API-016", "dimension '" + name + "' is named twice in group()",
-                            "name each dimension of the group once");
+        if (seen == d)
+          fail(vigilInvalidArgument, "VG-API-016", "dimension '" + name + "' is named twice in group()",
+               "name each dimension of the group once");
       }
       inside.push_back(d);
     }

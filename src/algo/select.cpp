@@ -4,8 +4,8 @@ namespace vigil::algo {
 
 namespace {
 
-constexpr Algo kAll[] = {Algo::Ring,          Algo::RecursiveDoubling, Algo::Binomial, Algo::Direct,
-                         Algo::Dissemination, Algo::Shm,               Algo::Hierarchical};
+constexpr Algo kAll[] = {Algo::Ring, Algo::RecursiveDoubling, Algo::Binomial, Algo::Direct, Algo::Dissemination,
+                         Algo::Shm,  Algo::Hierarchical};
 constexpr OpKind kCollectives[] = {OpKind::AllReduce,     OpKind::Broadcast, OpKind::Reduce,    OpKind::AllGather,
                                    OpKind::ReduceScatter, OpKind::AllToAll,  OpKind::AllToAllV, OpKind::Gather,
                                    OpKind::Scatter,       OpKind::Barrier};

@@ -521,12 +521,13 @@ void Communicator::abort() {
   if (s == State::Destroyed || s == State::Aborted) return;
   state_.store(State::Aborted);
   control_.poison();  // blocked ops wake and return vigilAborted
-  Error notice = abortNotice_.empty() ? error(Errc::PeerAborted)
-                                           .result(vigilAborted)
-                                           .cause("rank ", rank_, " aborted the communicator (vigilCommAbort)")
-                                           .remedy("see why rank ", rank_, " aborted; create a new communicator to continue")
-                                           .build()
-                                     : Error(Errc::PeerAborted, vigilAborted, abortNotice_);
+  Error notice = abortNotice_.empty()
+                     ? error(Errc::PeerAborted)
+                           .result(vigilAborted)
+                           .cause("rank ", rank_, " aborted the communicator (vigilCommAbort)")
+                           .remedy("see why rank ", rank_, " aborted; create a new communicator to continue")
+                           .build()
+                     : Error(Errc::PeerAborted, vigilAborted, abortNotice_);
   control_.broadcastFailure(vigilAborted, notice.text());
   control_.stop();
   if (hier_) {  // a hierarchical op waits in these: their peers hear this rank's notice

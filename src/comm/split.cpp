@@ -104,7 +104,8 @@ std::shared_ptr<Communicator> Communicator::splitAs(int color, int key, const st
   std::vector<SplitRecord> decoded(static_cast<size_t>(nranks_));
   for (int r = 0; r < nranks_; ++r) {
     decoded[static_cast<size_t>(r)] = unpackRecord(records.data() + kRecordBytes * static_cast<size_t>(r));
-    if (decoded[static_cast<size_t>(r)].color == mine.color) members.emplace_back(decoded[static_cast<size_t>(r)].key, r);
+    if (decoded[static_cast<size_t>(r)].color == mine.color)
+      members.emplace_back(decoded[static_cast<size_t>(r)].key, r);
   }
   std::sort(members.begin(), members.end());
   const int n = static_cast<int>(members.size());
@@ -127,8 +128,8 @@ std::shared_ptr<Communicator> Communicator::splitAs(int color, int key, const st
   std::string name = config.name;
   std::shared_ptr<Communicator> child =
       assemble(newRank, n, config, std::move(name), std::move(peers), token, std::move(mesh), deadline);
-  VIGIL_LOG_AT(LogLevel::Info, rank_, "communicator '", child->name_, "' split from '", name_, "' (color ",
-               mine.color, ", key ", key, "): rank ", newRank, "/", n, " over ", child->transportName(), " in ",
+  VIGIL_LOG_AT(LogLevel::Info, rank_, "communicator '", child->name_, "' split from '", name_, "' (color ", mine.color,
+               ", key ", key, "): rank ", newRank, "/", n, " over ", child->transportName(), " in ",
                static_cast<int>(secondsSince(started) * 1000), " ms");
   return child;
 }

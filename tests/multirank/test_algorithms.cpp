@@ -180,8 +180,8 @@ void runOnHosts(const std::vector<int>& hostOf, bool forceFlat) {
       overrides.hostId = "host-" + std::to_string(hostOf[static_cast<size_t>(r)]);
       std::shared_ptr<Communicator> comm = Communicator::create(n, root, r, config, overrides);
       EXPECT_EQ(std::string(comm->transportName()), "tcp");
-      for (OpKind k : {OpKind::AllReduce, OpKind::Broadcast, OpKind::Reduce, OpKind::AllGather,
-                       OpKind::ReduceScatter, OpKind::AllToAll, OpKind::Gather, OpKind::Scatter, OpKind::Barrier}) {
+      for (OpKind k : {OpKind::AllReduce, OpKind::Broadcast, OpKind::Reduce, OpKind::AllGather, OpKind::ReduceScatter,
+                       OpKind::AllToAll, OpKind::Gather, OpKind::Scatter, OpKind::Barrier}) {
         runAndCheck(*comm, k, r, n, report);
         const bool hier = (k == OpKind::AllReduce && !forceFlat) || k == OpKind::Broadcast || k == OpKind::Barrier;
         EXPECT_EQ(comm->lastAlgo() == Algo::Hierarchical, hier) << opName(k) << " ran " << algoName(comm->lastAlgo());

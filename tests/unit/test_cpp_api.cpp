@@ -157,8 +157,11 @@ TEST(CppApi, DeviceMeshRefusesShapesAndNamesThatDoNotFit) {
         EXPECT_NE(std::string(e.what()).find(part), std::string::npos) << e.what();
       }
     };
-    expectError([&] { vigil::DeviceMesh m(comm, {2, 4}, {"dp", "tp"}); }, "VG-API-016",
-                "the sizes multiply to 8, but the communicator has 2 ranks");
+    expectError(
+        [&] {
+          vigil::DeviceMesh m(comm, {2, 4}, {"dp", "tp"});
+        },
+        "VG-API-016", "the sizes multiply to 8, but the communicator has 2 ranks");
     expectError([&] { vigil::DeviceMesh m(comm, {2}, {"dp", "tp"}); }, "VG-API-016", "1 dimension size(s) but 2");
     expectError([&] { vigil::DeviceMesh m(comm, {2, 1}, {"dp", "dp"}); }, "VG-API-016", "'dp' is used twice");
     expectError([&] { vigil::DeviceMesh m(comm, {2, 0}, {"dp", "tp"}); }, "VG-API-016", "'tp' has size 0");
