@@ -43,16 +43,6 @@ vigilResult_t submit(vigilComm_t comm, vigilStream_t stream, const OpDesc& op) {
   });
 }
 
-vigilResult_t notSupported(const char* call, vigilComm_t comm = nullptr) {
-  return api::guarded(comm, [&] {
-    ErrorBuilder(Errc::ApiNotSupported)
-        .op(call)
-        .cause(call, " is not available in this build of vigil")
-        .remedy("see docs/api.md for the calls this version implements")
-        .raise();
-  });
-}
-
 vigilResult_t initComm(int nranks, const RootInfo& root, int rank, const vigilConfig* config, vigilComm_t* comm) {
   CommConfig resolved = CommConfig::resolve(config, processConfig());
   *comm = api::makeHandle(Communicator::create(nranks, root, rank, resolved));
@@ -308,32 +298,6 @@ vigilResult_t vigilGroupEnd(void) {
     for (vigilComm_t c : comms) api::setLastError(c, text);
   }
   return rc;
-}
-
-// ---- MoE: not in this build -------------------------------------------------
-
-vigilResult_t vigilMoeDispatchGetWorkspaceSize(const vigilMoeConfig*, const vigilMoeDispatchArgs*, vigilComm_t comm,
-                                               size_t*) {
-  return notSupported("vigilMoeDispatchGetWorkspaceSize", comm);
-}
-vigilResult_t vigilMoeDispatch(const vigilMoeConfig*, const vigilMoeDispatchArgs*, void*, size_t,
-                               vigilMoeHandle_t* handle, vigilComm_t comm, vigilStream_t) {
-  if (handle != nullptr) *handle = nullptr;
-  return notSupported("vigilMoeDispatch", comm);
-}
-vigilResult_t vigilMoeCombineGetWorkspaceSize(const vigilMoeConfig*, vigilMoeHandle_t, vigilComm_t comm, size_t*) {
-  return notSupported("vigilMoeCombineGetWorkspaceSize", comm);
-}
-vigilResult_t vigilMoeCombine(const vigilMoeConfig*, vigilMoeHandle_t, const vigilMoeCombineArgs*, void*, size_t,
-                              vigilComm_t comm, vigilStream_t) {
-  return notSupported("vigilMoeCombine", comm);
-}
-vigilResult_t vigilMoeHandleDestroy(vigilMoeHandle_t) {
-  return notSupported("vigilMoeHandleDestroy");
-}
-int64_t vigilMoeRequiredRows(const vigilMoeConfig*, int) {
-  notSupported("vigilMoeRequiredRows");
-  return -1;
 }
 
 }  // extern "C"

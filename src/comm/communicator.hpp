@@ -70,6 +70,9 @@ class Communicator : private algo::StepRunner, private LivenessWatch {
   // communicator progresses and dies independently of this one.
   std::shared_ptr<Communicator> split(int color, int key) { return splitAs(color, key, {}, config_.timeoutMs); }
 
+  // This communicator's n-th MoE dispatch (every rank counts the same).
+  uint64_t nextMoeDispatch() { return ++moeDispatches_; }
+
   void finalize();
   // Local teardown; `reason` is what peers are told.
   void destroy(ByeReason reason = ByeReason::Destroy);
@@ -161,7 +164,8 @@ class Communicator : private algo::StepRunner, private LivenessWatch {
   const std::string name_;
   const JobToken token_;  // the job's token; a split derives its own from it
   const std::vector<PeerInfo> peers_;
-  std::atomic<uint32_t> splits_{0};  // splits so far: names the children
+  std::atomic<uint32_t> splits_{0};
+  std::atomic<uint64_t> moeDispatches_{0};  // splits so far: names the children
   struct Hierarchy {
     std::shared_ptr<Communicator> local;    // the ranks on this host, by rank here
     std::shared_ptr<Communicator> leaders;  // the first rank of every host; null on the others

@@ -1,0 +1,133 @@
+// MoE combine: every (local expert, source) block goes back to its source,
+// which sums the rows of each token in slot order.
+
+#include <cstring>
+
+#include "core/dtype.hpp"
+#include "moe/moe.hpp"
+
+namespace vigil::moe {
+
+size_t combineWorkspaceBytes(const Handle& h) {
+  // Staging for every row this rank sent, in the widest expert-output type.
+  return static_cast<size_t>(h.sentRows) * static_cast<size_t>(h.hidden) * sizeof(float);
+}
+
+void combine(const std::shared_ptr<Communicator>& commPtr, const vigilMoeConfig* cfg, const Handle* h,
+             const vigilMoeCombineArgs* a, void* workspace, size_t workspaceBytes) {
+  Communicator& comm = *commPtr;
+  constexpr const char* kCall = "vigilMoeCombine";
+  std::optional<Error> own;
+  try {
+    if (cfg == nullptr || a == nullptr) {
+      comm.error(Errc::ApiNullArgument).op(kCall).cause(cfg ? "args" : "cfg", " is NULL").raise();
+    }
+    checkHandle(comm, *cfg, h, kCall);
+    if (a->xType != vigilFloat32 && a->xType != vigilFloat16 && a->xType != vigilBfloat16) {
+      comm.error(Errc::ApiBadDataType)
+          .op(kCall)
+          .cause("xType ", static_cast<int>(a->xType), " is not float32, float16 or bfloat16")
+          .raise();
+    }
+    if (a->expandX == nullptr && h->recvRows > 0) comm.error(Errc::ApiNullArgument).op(kCall).cause("expandX is NULL").raise();
+    if (a->out == nullptr && h->bs > 0) comm.error(Errc::ApiNullArgument).op(kCall).cause("out is NULL").raise();
+    if (workspaceBytes < combineWorkspaceBytes(*h)) {
+      comm.error(Errc::MoeTooSmall)
+          .op(kCall)
+          .cause("the workspace has ", workspaceBytes, " bytes, but this combine needs ", combineWorkspaceBytes(*h),
+                 " (vigilMoeCombineGetWorkspaceSize)")
+          .raise();
+    }
+  } catch (const Error& e) {
+    own = e;
+  }
+  static constexpr const char* kNames[kAgreeFields] = {
+      "epWorldSize", "moeExpertNum", "sharedExpertNum", "sharedExpertRankNum", "hidden",
+      "topK",        "maxTokensPerRank", "quantMode",    "xType",               "the dispatch of the handle"};
+  const vigilMoeConfig zero{};
+  const vigilMoeConfig& c = cfg ? *cfg : zero;
+  const int64_t fields[kAgreeFields] = {
+      c.epWorldSize, c.moeExpertNum, c.sharedExpertNum, c.sharedExpertRankNum, c.hidden, c.topK, c.maxTokensPerRank,
+      c.quantMode,   a ? static_cast<int64_t>(a->xType) : -1, own ? -1 : static_cast<int64_t>(h->dispatchId)};
+  try {
+    agree(comm, kCall, fields, kNames, own);
+  } catch (const Error& e) {
+    // Handles of different dispatches: a usage error, like a foreign handle.
+    if (e.errc() != Errc::MoeConfigMismatch || e.text().find(kNames[kAgreeFields - 1]) == std::string::npos) throw;
+    comm.error(Errc::MoeBadHandle).op(kCall).cause(e.text().substr(e.text().find("ranks disagree"))).raise();
+  }
+
+  const int me = comm.rank(), W = comm.nranks();
+  const int64_t H = cfg->hidden, K = cfg->topK, Sh = cfg->sharedExpertNum, L = h->localExperts;
+  const size_t row = static_cast<size_t>(H) * dtypeSize(a->xType);
+  auto* staging = static_cast<uint8_t*>(workspace);
+  const auto* expertOut = static_cast<const uint8_t*>(a->expandX);
+
+  // Blocks back to their sources; rows from every destination into staging,
+  // in the order that destination received them (local expert, token).
+  std::vector<OpDesc> ops;
+  auto add = [&](OpKind kind, const void* send, void* recv, size_t bytes, int peer) {
+    OpDesc op;
+    op.kind = kind;
+    op.send = send;
+    op.recv = recv;
+    op.count = bytes;
+    op.dtype = vigilUint8;
+    op.peer = peer;
+    ops.push_back(op);
+  };
+  for (int r = 0; r < W; ++r) {
+    for (int64_t j = 0; j < L; ++j) {
+      const size_t b = static_cast<size_t>(r * L + j);
+      const auto n = static_cast<size_t>(h->blockRows[b]);
+      if (n == 0 || r == me) continue;
+      add(OpKind::Send, expertOut + static_cast<size_t>(h->blockStart[b]) * row, nullptr, n * row, r);
+    }
+  }
+  for (int d = 0; d < W; ++d) {
+    size_t first = static_cast<size_t>(h->stagingBase[static_cast<size_t>(d)]);
+    for (int64_t i = h->destBase[static_cast<size_t>(d)]; i < h->destBase[static_cast<size_t>(d) + 1]; ++i) {
+      const auto n = static_cast<size_t>(h->sendCount[static_cast<size_t>(i)]);
+      if (n == 0) continue;
+      if (d == me) {
+        const int64_t j = i - h->destBase[static_cast<size_t>(d)];
+        const size_t b = static_cast<size_t>(me * L + j);
+        std::memcpy(staging + first * row, expertOut + static_cast<size_t>(h->blockStart[b]) * row, n * row);
+      } else {
+        add(OpKind::Recv, nullptr, staging + first * row, n * row, d);
+      }
+      first += n;
+    }
+  }
+  if (!ops.empty()) comm.runPointToPoint(ops);
+
+  // out[t] = sum of w * row over active routed slots, then the shared
+  // experts' rows, then sharedExpertX, in float32, rounded once.
+  auto* out = static_cast<uint8_t*>(a->out);
+  const auto* shared = static_cast<const uint8_t*>(a->sharedExpertX);
+  std::vector<float> acc(static_cast<size_t>(H));
+  for (int64_t t = 0; t < h->bs; ++t) {
+    std::fill(acc.begin(), acc.end(), 0.0f);
+    bool any = false;
+    for (int64_t slot = 0; slot < K + Sh; ++slot) {
+      const int64_t idx = h->rowOf[static_cast<size_t>(t * h->slots + slot)];
+      if (idx < 0) continue;
+      any = true;
+      const float w = slot < K && a->expertScales ? a->expertScales[t * K + slot] : 1.0f;
+      const uint8_t* src = staging + static_cast<size_t>(idx) * row;
+      for (int64_t i = 0; i < H; ++i) acc[static_cast<size_t>(i)] += w * loadFloat(src, i, a->xType);
+    }
+    uint8_t* dst = out + static_cast<size_t>(t) * row;
+    if (!any) {
+      std::memset(dst, 0, row);  // a token with no active slot
+      continue;
+    }
+    if (shared != nullptr) {
+      const uint8_t* src = shared + static_cast<size_t>(t) * row;
+      for (int64_t i = 0; i < H; ++i) acc[static_cast<size_t>(i)] += loadFloat(src, i, a->xType);
+    }
+    for (int64_t i = 0; i < H; ++i) storeFloat(dst, i, a->xType, acc[static_cast<size_t>(i)]);
+  }
+}
+
+}  // namespace vigil::moe

@@ -1,0 +1,105 @@
+#pragma once
+// MoE dispatch and combine (semantics: docs/moe.md).
+//
+// Dispatch, on every rank: validate the config and the inputs locally
+// (validate.cpp), agree with every other rank over the communicator before
+// anything moves (one all-gather of a fixed record: the config fields that
+// must agree and this rank's verdict), then exchange counts (an all-to-all of
+// rows per local expert) and rows: point-to-point messages that land each
+// (local expert, source rank) block at its final place in expandX, with its
+// weights and quantisation scales. Rows for this rank itself are packed in
+// place. Combine sends every block back the same way and sums per token.
+//
+// Refusals write nothing: the outputs are touched only after the handshake
+// agreed on every rank.
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "comm/communicator.hpp"
+#include "vigil/vigil.h"
+
+namespace vigil::moe {
+
+// Where experts live (moe.md "Placement"), for a config that passed validation.
+struct Placement {
+  int64_t W = 0, S = 0, Sh = 0, E = 0, K = 0, H = 0, maxTokens = 0;
+  int64_t routedPerRank = 0;  // L on routed ranks
+
+  explicit Placement(const vigilMoeConfig& cfg);
+  int64_t localExperts(int64_t rank) const { return rank < S ? 1 : routedPerRank; }
+  int64_t routedRank(int64_t e) const { return S + e / routedPerRank; }
+  int64_t routedLocal(int64_t e) const { return e % routedPerRank; }
+  int64_t sharedRank(int64_t s, int64_t sourceRank) const {
+    const int64_t group = S / Sh;
+    return s * group + sourceRank % group;
+  }
+  int64_t requiredRows(int64_t rank) const;
+};
+
+// A 64-bit digest of the config fields every rank must agree on.
+uint64_t configDigest(const vigilMoeConfig& cfg);
+
+// Local checks of moe.md "Validation" 1-5 (workspace only when `checkWorkspace`).
+// Throws Error with the call's op name.
+void validateDispatch(const Communicator& comm, const vigilMoeConfig* cfg, const vigilMoeDispatchArgs* args,
+                      size_t workspaceBytes, bool checkWorkspace);
+size_t dispatchWorkspaceBytes(const vigilMoeConfig& cfg, const vigilMoeDispatchArgs& args);
+
+// The routing of one dispatch, kept for its combine.
+struct Handle {
+  static constexpr uint64_t kLive = 0x5649474c4d4f4548ULL;  // "VIGLMOEH"
+  uint64_t magic = kLive;
+  std::weak_ptr<Communicator> comm;
+  const Communicator* commId = nullptr;
+  uint64_t configDigest = 0;
+  uint64_t dispatchId = 0;  // this communicator's n-th dispatch, the same on every rank
+  int64_t bs = 0;
+  int64_t hidden = 0;
+  int64_t slots = 0;  // K + Sh
+  // Source side: per destination rank, the (token, slot) of every row sent,
+  // in send order; `rowOf[t * slots + slot]` = the row's index in the
+  // combine staging area (destinations in rank order), -1 if inactive.
+  std::vector<std::vector<int32_t>> sentTokens, sentSlots;
+  std::vector<int64_t> destBase;   // [W + 1]: first (destination, local expert) counter of each destination
+  std::vector<int64_t> sendCount;  // [destBase[W]]: rows sent per (destination, local expert)
+  std::vector<int64_t> stagingBase;  // [W + 1]: first staging row of each destination
+  std::vector<int64_t> rowOf;
+  int64_t sentRows = 0;
+  // Destination side: per source rank and local expert, the first row and
+  // the row count of its block in expandX.
+  std::vector<int64_t> blockStart, blockRows;  // [source * L + j]
+  int64_t localExperts = 0;
+  int64_t recvRows = 0;
+};
+
+// The handshake (moe.md "Validation" 6) and the exchange. Every rank calls
+// it, also one whose local checks fail (cfg or args may then be NULL): the
+// others must hear its verdict instead of waiting for it.
+std::unique_ptr<Handle> dispatch(const std::shared_ptr<Communicator>& comm, const vigilMoeConfig* cfg,
+                                 const vigilMoeDispatchArgs* args, void* workspace, size_t workspaceBytes);
+
+size_t combineWorkspaceBytes(const Handle& h);
+void combine(const std::shared_ptr<Communicator>& comm, const vigilMoeConfig* cfg, const Handle* h,
+             const vigilMoeCombineArgs* args, void* workspace, size_t workspaceBytes);
+
+// The all-gather every MoE call starts with: the fields that must agree and
+// this rank's verdict (`own`, if its local checks failed). Throws `own`, a
+// peer's refusal (VG-MOE-006), or a disagreement (VG-MOE-005, or
+// `disagreeErrc` for the last field when it is set).
+constexpr int kAgreeFields = 10;
+void agree(Communicator& comm, const char* call, const int64_t (&fields)[kAgreeFields],
+           const char* const (&names)[kAgreeFields], const std::optional<Error>& own);
+
+// Element conversions for the MoE data types.
+float loadFloat(const uint8_t* row, int64_t index, vigilDataType_t type);
+void storeFloat(uint8_t* row, int64_t index, vigilDataType_t type, float value);
+
+// Throws VG-MOE-007 unless `h` came from a dispatch on `comm` with `cfg`.
+void checkHandle(const Communicator& comm, const vigilMoeConfig& cfg, const Handle* h, const char* call);
+
+}  // namespace vigil::moe
