@@ -105,7 +105,21 @@ void combine(const std::shared_ptr<Communicator>& commPtr, const vigilMoeConfig*
   // experts' rows, then sharedExpertX, in float32, rounded once.
   auto* out = static_cast<uint8_t*>(a->out);
   const auto* shared = static_cast<const uint8_t*>(a->sharedExpertX);
-  std::vector<float> acc(static_cast<size_t>(H));
+  std::vector<float> acc(static_cast<size_t>(H)), converted(a->xType == vigilFloat32 ? 0 : static_cast<size_t>(H));
+  // acc += w * row, with the row as float32 (16-bit rows are widened first).
+  auto addRow = [&](const uint8_t* src, float w) {
+    const float* f = reinterpret_cast<const float*>(src);
+    if (a->xType != vigilFloat32) {
+      for (int64_t i = 0; i < H; ++i) converted[static_cast<size_t>(i)] = loadFloat(src, i, a->xType);
+      f = converted.data();
+    } else if (reinterpret_cast<uintptr_t>(src) % alignof(float) != 0) {
+      converted.resize(static_cast<size_t>(H));
+      std::memcpy(converted.data(), src, static_cast<size_t>(H) * sizeof(float));
+      f = converted.data();
+    }
+    float* sum = acc.data();
+    for (int64_t i = 0; i < H; ++i) sum[i] += w * f[i];
+  };
   for (int64_t t = 0; t < h->bs; ++t) {
     std::fill(acc.begin(), acc.end(), 0.0f);
     bool any = false;
@@ -113,20 +127,19 @@ void combine(const std::shared_ptr<Communicator>& commPtr, const vigilMoeConfig*
       const int64_t idx = h->rowOf[static_cast<size_t>(t * h->slots + slot)];
       if (idx < 0) continue;
       any = true;
-      const float w = slot < K && a->expertScales ? a->expertScales[t * K + slot] : 1.0f;
-      const uint8_t* src = staging + static_cast<size_t>(idx) * row;
-      for (int64_t i = 0; i < H; ++i) acc[static_cast<size_t>(i)] += w * loadFloat(src, i, a->xType);
+      addRow(staging + static_cast<size_t>(idx) * row, slot < K && a->expertScales ? a->expertScales[t * K + slot] : 1.0f);
     }
     uint8_t* dst = out + static_cast<size_t>(t) * row;
     if (!any) {
       std::memset(dst, 0, row);  // a token with no active slot
       continue;
     }
-    if (shared != nullptr) {
-      const uint8_t* src = shared + static_cast<size_t>(t) * row;
-      for (int64_t i = 0; i < H; ++i) acc[static_cast<size_t>(i)] += loadFloat(src, i, a->xType);
+    if (shared != nullptr) addRow(shared + static_cast<size_t>(t) * row, 1.0f);
+    if (a->xType == vigilFloat32) {
+      std::memcpy(dst, acc.data(), row);
+    } else {
+      for (int64_t i = 0; i < H; ++i) storeFloat(dst, i, a->xType, acc[static_cast<size_t>(i)]);
     }
-    for (int64_t i = 0; i < H; ++i) storeFloat(dst, i, a->xType, acc[static_cast<size_t>(i)]);
   }
 }
 
