@@ -25,6 +25,7 @@ build() {
     return 0
   fi
   if [ $FORCE -eq 0 ] && [ -x "$out" ] && [ "$out" -nt "$src" ] && [ "$out" -nt "$COMMON" ] &&
+     [ "$out" -nt bench/common/moe_exchange.hpp ] &&
      [ "$out" -nt "$0" ]; then
     echo "  $1 is up to date"
     return 0
@@ -39,6 +40,8 @@ echo "build_peers.sh: building into $OUT/"
 # The C++ bindings of both MPIs are not used and only add warnings.
 build mpi_perf_openmpi bench/peers/mpi_perf.cpp mpicxx.openmpi -DMPI_PERF_LIB='"openmpi"' -DOMPI_SKIP_MPICXX
 build mpi_perf_mpich bench/peers/mpi_perf.cpp mpicxx.mpich -DMPI_PERF_LIB='"mpich"' -DMPICH_SKIP_MPICXX
+build mpi_moe_openmpi bench/peers/mpi_moe.cpp mpicxx.openmpi -DMPI_PERF_LIB='"openmpi"' -DOMPI_SKIP_MPICXX
+build mpi_moe_mpich bench/peers/mpi_moe.cpp mpicxx.mpich -DMPI_PERF_LIB='"mpich"' -DMPICH_SKIP_MPICXX
 if [ -f /usr/include/gloo/allreduce.h ]; then
   # libgloo.so carries its own dependencies (ibverbs, hiredis) as NEEDED.
   build gloo_perf bench/peers/gloo_perf.cpp g++ -lgloo -pthread
