@@ -32,10 +32,11 @@ struct MoeOptions {
 };
 
 [[noreturn]] void usage(const std::string& why) {
-  std::fprintf(stderr,
-               "vigil-perf: %s\nusage: vigil-perf -c moe|moe_dispatch|moe_combine [--tokens N] [--hidden H] [--topk K]\n"
-               "           [--experts E] [--impl vigil|alltoallv|both] [-n iters] [-w warmup] [-s samples] [--json]\n",
-               why.c_str());
+  std::fprintf(
+      stderr,
+      "vigil-perf: %s\nusage: vigil-perf -c moe|moe_dispatch|moe_combine [--tokens N] [--hidden H] [--topk K]\n"
+      "           [--experts E] [--impl vigil|alltoallv|both] [-n iters] [-w warmup] [-s samples] [--json]\n",
+      why.c_str());
   std::exit(2);
 }
 
@@ -167,8 +168,8 @@ class Bench {
     vigilMoeHandle_t h = dispatch();
     vigilMoeHandleDestroy(h);
     baseDispatch();
-    const bool same = baseRows_ == recvRows_ && std::memcmp(baseX_.data(), expandX_.data(),
-                                                            static_cast<size_t>(recvRows_ * s_.hidden) * 4) == 0;
+    const bool same = baseRows_ == recvRows_ &&
+                      std::memcmp(baseX_.data(), expandX_.data(), static_cast<size_t>(recvRows_ * s_.hidden) * 4) == 0;
     int bad = same ? 0 : 1;
     check(vigilAllReduce(&bad, &bad, 1, vigilInt32, vigilMax, comm_, nullptr), comm_, "vigilAllReduce");
     if (bad) throw Failed{"vigil's dispatch and the all-to-all-v one placed different rows"};
@@ -203,8 +204,8 @@ class Bench {
           static_cast<long long>(s_.topK), static_cast<long long>(s_.experts), sec * 1e6, tokensPerSec, gbps);
     } else {
       std::printf("%-10s %-9s %6d %7lld %7lld %5lld %8lld %12.1f %14.0f %9.3f\n", impl, op, s_.W,
-                  static_cast<long long>(s_.tokens), static_cast<long long>(s_.hidden),
-                  static_cast<long long>(s_.topK), static_cast<long long>(s_.experts), sec * 1e6, tokensPerSec, gbps);
+                  static_cast<long long>(s_.tokens), static_cast<long long>(s_.hidden), static_cast<long long>(s_.topK),
+                  static_cast<long long>(s_.experts), sec * 1e6, tokensPerSec, gbps);
     }
     std::fflush(stdout);
   }
@@ -238,7 +239,8 @@ int runMoePerf(int argc, char** argv) {
   vigilCommUserRank(comm, &o.shape.rank);
   vigilCommCount(comm, &o.shape.W);
   if (o.shape.experts % o.shape.W != 0 || o.shape.topK > o.shape.experts) {
-    if (o.shape.rank == 0) std::fprintf(stderr, "vigil-perf: --experts must be a multiple of the ranks and >= --topk\n");
+    if (o.shape.rank == 0)
+      std::fprintf(stderr, "vigil-perf: --experts must be a multiple of the ranks and >= --topk\n");
     vigilCommDestroy(comm);
     return 2;
   }

@@ -110,8 +110,9 @@ class Baseline {
       size_t from = rd_[static_cast<size_t>(r)];
       for (int64_t j = 0; j < L; ++j) {
         const auto n = static_cast<size_t>(recvCount_[static_cast<size_t>(r * L + j)]);
-        std::memcpy(reinterpret_cast<uint8_t*>(expandX) + static_cast<size_t>(start_[static_cast<size_t>(r * L + j)]) * row,
-                    staging_.data() + from, n * row);
+        std::memcpy(
+            reinterpret_cast<uint8_t*>(expandX) + static_cast<size_t>(start_[static_cast<size_t>(r * L + j)]) * row,
+            staging_.data() + from, n * row);
         from += n * row;
       }
     }
@@ -130,7 +131,8 @@ class Baseline {
       for (int64_t j = 0; j < L; ++j) {
         const auto n = static_cast<size_t>(recvCount_[static_cast<size_t>(r * L + j)]);
         std::memcpy(staging_.data() + to,
-                    reinterpret_cast<const uint8_t*>(expertOut) + static_cast<size_t>(start_[static_cast<size_t>(r * L + j)]) * row,
+                    reinterpret_cast<const uint8_t*>(expertOut) +
+                        static_cast<size_t>(start_[static_cast<size_t>(r * L + j)]) * row,
                     n * row);
         to += n * row;
       }
@@ -141,7 +143,8 @@ class Baseline {
       std::fill(o, o + s_.hidden, 0.0f);
       for (int64_t k = 0; k < K; ++k) {
         const float w = weights[t * K + k];
-        const auto* src = reinterpret_cast<const float*>(sendBuf_.data() + static_cast<size_t>(rowOf_[static_cast<size_t>(t * K + k)]) * row);
+        const auto* src = reinterpret_cast<const float*>(
+            sendBuf_.data() + static_cast<size_t>(rowOf_[static_cast<size_t>(t * K + k)]) * row);
         for (int64_t h = 0; h < s_.hidden; ++h) o[h] += w * src[h];
       }
     }

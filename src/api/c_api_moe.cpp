@@ -30,7 +30,7 @@ vigilResult_t vigilMoeDispatchGetWorkspaceSize(const vigilMoeConfig* cfg, const 
   return api::guarded(comm, [&] {
     needOut(workspaceBytes, "vigilMoeDispatchGetWorkspaceSize", "workspaceBytes");
     std::shared_ptr<Communicator> c = api::acquire(comm);
-    moe::validateDispatch(*c, cfg, args, 0, false);
+    moe::validateDispatch(*c, cfg, args, nullptr, 0, false);
     *workspaceBytes = moe::dispatchWorkspaceBytes(*cfg, *args);
   });
 }
@@ -87,12 +87,8 @@ vigilResult_t vigilMoeHandleDestroy(vigilMoeHandle_t handle) {
 }
 
 int64_t vigilMoeRequiredRows(const vigilMoeConfig* cfg, int rank) {
-  if (cfg == nullptr || cfg->epWorldSize <= 0 || rank < 0 || rank >= cfg->epWorldSize ||
-      cfg->sharedExpertRankNum < 0 || cfg->sharedExpertRankNum >= cfg->epWorldSize ||
-      (cfg->sharedExpertRankNum > 0 && (cfg->sharedExpertNum <= 0 || cfg->sharedExpertRankNum % cfg->sharedExpertNum)) ||
-      cfg->moeExpertNum <= 0 || cfg->topK <= 0 || cfg->maxTokensPerRank < 0) {
-    return -1;  // no capacity for a config that dispatch would refuse
-  }
+  // No capacity for a config that dispatch would refuse.
+  if (cfg == nullptr || !moe::configProblem(*cfg).empty() || rank < 0 || rank >= cfg->epWorldSize) return -1;
   return moe::Placement(*cfg).requiredRows(rank);
 }
 

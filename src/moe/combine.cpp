@@ -29,8 +29,12 @@ void combine(const std::shared_ptr<Communicator>& commPtr, const vigilMoeConfig*
           .cause("xType ", static_cast<int>(a->xType), " is not float32, float16 or bfloat16")
           .raise();
     }
-    if (a->expandX == nullptr && h->recvRows > 0) comm.error(Errc::ApiNullArgument).op(kCall).cause("expandX is NULL").raise();
+    if (a->expandX == nullptr && h->recvRows > 0)
+      comm.error(Errc::ApiNullArgument).op(kCall).cause("expandX is NULL").raise();
     if (a->out == nullptr && h->bs > 0) comm.error(Errc::ApiNullArgument).op(kCall).cause("out is NULL").raise();
+    if (workspace == nullptr && combineWorkspaceBytes(*h) > 0) {
+      comm.error(Errc::ApiNullArgument).op(kCall).cause("workspace is NULL").raise();
+    }
     if (workspaceBytes < combineWorkspaceBytes(*h)) {
       comm.error(Errc::MoeTooSmall)
           .op(kCall)
@@ -42,13 +46,20 @@ void combine(const std::shared_ptr<Communicator>& commPtr, const vigilMoeConfig*
     own = e;
   }
   static constexpr const char* kNames[kAgreeFields] = {
-      "epWorldSize", "moeExpertNum", "sharedExpertNum", "sharedExpertRankNum", "hidden",
-      "topK",        "maxTokensPerRank", "quantMode",    "xType",               "the dispatch of the handle"};
+      "epWorldSize",      "moeExpertNum", "sharedExpertNum", "sharedExpertRankNum",       "hidden", "topK",
+      "maxTokensPerRank", "quantMode",    "xType",           "the dispatch of the handle"};
   const vigilMoeConfig zero{};
   const vigilMoeConfig& c = cfg ? *cfg : zero;
-  const int64_t fields[kAgreeFields] = {
-      c.epWorldSize, c.moeExpertNum, c.sharedExpertNum, c.sharedExpertRankNum, c.hidden, c.topK, c.maxTokensPerRank,
-      c.quantMode,   a ? static_cast<int64_t>(a->xType) : -1, own ? -1 : static_cast<int64_t>(h->dispatchId)};
+  const int64_t fields[kAgreeFields] = {c.epWorldSize,
+                                        c.moeExpertNum,
+                                        c.sharedExpertNum,
+                                        c.sharedExpertRankNum,
+                                        c.hidden,
+                                        c.topK,
+                                        c.maxTokensPerRank,
+                                        c.quantMode,
+                                        a ? static_cast<int64_t>(a->xType) : -1,
+                                        own ? -1 : static_cast<int64_t>(h->dispatchId)};
   try {
     agree(comm, kCall, fields, kNames, own);
   } catch (const Error& e) {
@@ -127,7 +138,8 @@ void combine(const std::shared_ptr<Communicator>& commPtr, const vigilMoeConfig*
       const int64_t idx = h->rowOf[static_cast<size_t>(t * h->slots + slot)];
       if (idx < 0) continue;
       any = true;
-      addRow(staging + static_cast<size_t>(idx) * row, slot < K && a->expertScales ? a->expertScales[t * K + slot] : 1.0f);
+      addRow(staging + static_cast<size_t>(idx) * row,
+             slot < K && a->expertScales ? a->expertScales[t * K + slot] : 1.0f);
     }
     uint8_t* dst = out + static_cast<size_t>(t) * row;
     if (!any) {

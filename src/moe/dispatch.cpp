@@ -90,18 +90,25 @@ std::unique_ptr<Handle> dispatch(const std::shared_ptr<Communicator>& commPtr, c
   const uint64_t dispatchId = comm.nextMoeDispatch();
   std::optional<Error> own;
   try {
-    validateDispatch(comm, cfgPtr, argsPtr, workspaceBytes, true);
+    validateDispatch(comm, cfgPtr, argsPtr, workspace, workspaceBytes, true);
   } catch (const Error& e) {
     own = e;
   }
   static constexpr const char* kNames[kAgreeFields] = {
-      "epWorldSize", "moeExpertNum", "sharedExpertNum", "sharedExpertRankNum", "hidden",
-      "topK",        "maxTokensPerRank", "quantMode",    "xType",               "the dispatch number"};
+      "epWorldSize",      "moeExpertNum", "sharedExpertNum", "sharedExpertRankNum", "hidden", "topK",
+      "maxTokensPerRank", "quantMode",    "xType",           "the dispatch number"};
   const vigilMoeConfig zero{};
   const vigilMoeConfig& c = cfgPtr ? *cfgPtr : zero;
-  const int64_t fields[kAgreeFields] = {
-      c.epWorldSize, c.moeExpertNum, c.sharedExpertNum, c.sharedExpertRankNum, c.hidden, c.topK, c.maxTokensPerRank,
-      c.quantMode,   argsPtr ? static_cast<int64_t>(argsPtr->xType) : -1, static_cast<int64_t>(dispatchId)};
+  const int64_t fields[kAgreeFields] = {c.epWorldSize,
+                                        c.moeExpertNum,
+                                        c.sharedExpertNum,
+                                        c.sharedExpertRankNum,
+                                        c.hidden,
+                                        c.topK,
+                                        c.maxTokensPerRank,
+                                        c.quantMode,
+                                        argsPtr ? static_cast<int64_t>(argsPtr->xType) : -1,
+                                        static_cast<int64_t>(dispatchId)};
   agree(comm, "vigilMoeDispatch", fields, kNames, own);
 
   // Every rank passed its checks and agrees: from here on, outputs are written.
@@ -124,7 +131,8 @@ std::unique_ptr<Handle> dispatch(const std::shared_ptr<Communicator>& commPtr, c
   h->slots = slots;
   h->localExperts = L;
   h->destBase.assign(static_cast<size_t>(W) + 1, 0);
-  for (int d = 0; d < W; ++d) h->destBase[static_cast<size_t>(d) + 1] = h->destBase[static_cast<size_t>(d)] + p.localExperts(d);
+  for (int d = 0; d < W; ++d)
+    h->destBase[static_cast<size_t>(d) + 1] = h->destBase[static_cast<size_t>(d)] + p.localExperts(d);
   h->sendCount.assign(static_cast<size_t>(h->destBase[static_cast<size_t>(W)]), 0);
 
   // The active slots of every token, in (token, slot) order.
@@ -201,8 +209,7 @@ std::unique_ptr<Handle> dispatch(const std::shared_ptr<Communicator>& commPtr, c
   // straight into its final place in expandX.
   std::vector<int64_t> next(h->sendCount.size());  // next index per (destination, local expert)
   h->stagingBase.assign(static_cast<size_t>(W) + 1, 0);
-  std::vector<size_t> wsData(static_cast<size_t>(W)), wsWeight(static_cast<size_t>(W)),
-      wsScale(static_cast<size_t>(W));
+  std::vector<size_t> wsData(static_cast<size_t>(W)), wsWeight(static_cast<size_t>(W)), wsScale(static_cast<size_t>(W));
   size_t ws = 0;
   for (int d = 0; d < W; ++d) {
     int64_t sent = 0;
@@ -223,7 +230,8 @@ std::unique_ptr<Handle> dispatch(const std::shared_ptr<Communicator>& commPtr, c
   h->sentTokens.assign(static_cast<size_t>(W), {});
   h->sentSlots.assign(static_cast<size_t>(W), {});
   for (int d = 0; d < W; ++d) {
-    const auto n = static_cast<size_t>(h->stagingBase[static_cast<size_t>(d) + 1] - h->stagingBase[static_cast<size_t>(d)]);
+    const auto n =
+        static_cast<size_t>(h->stagingBase[static_cast<size_t>(d) + 1] - h->stagingBase[static_cast<size_t>(d)]);
     h->sentTokens[static_cast<size_t>(d)].resize(n);
     h->sentSlots[static_cast<size_t>(d)].resize(n);
   }
@@ -255,7 +263,7 @@ std::unique_ptr<Handle> dispatch(const std::shared_ptr<Communicator>& commPtr, c
       scale = quant ? reinterpret_cast<float*>(base + wsScale[d]) + idx : nullptr;
     }
     const uint8_t* src = x + static_cast<size_t>(r.token) * inRow;
-    if (weight != nullptr) *weight = r.weight;
+    if (weight != nullptr) std::memcpy(weight, &r.weight, sizeof(float));  // the workspace may be unaligned
     if (!quant) {
       std::memcpy(dst, src, inRow);
       continue;
@@ -272,7 +280,8 @@ std::unique_ptr<Handle> dispatch(const std::shared_ptr<Communicator>& commPtr, c
       const float q = std::clamp(std::nearbyint(v[static_cast<size_t>(i)] * s), -127.0f, 127.0f);
       dst[i] = static_cast<uint8_t>(static_cast<int8_t>(q));
     }
-    *scale = 1.0f / s;
+    const float inverse = 1.0f / s;
+    std::memcpy(scale, &inverse, sizeof(float));
   }
 
   // The rows, weights and scales of every (local expert, source) block land
@@ -299,7 +308,8 @@ std::unique_ptr<Handle> dispatch(const std::shared_ptr<Communicator>& commPtr, c
       add(OpKind::Send, base + wsData[static_cast<size_t>(d)] + first * outRow, nullptr, c * outRow, d);
       add(OpKind::Send, base + wsWeight[static_cast<size_t>(d)] + first * sizeof(float), nullptr, c * sizeof(float), d);
       if (quant) {
-        add(OpKind::Send, base + wsScale[static_cast<size_t>(d)] + first * sizeof(float), nullptr, c * sizeof(float), d);
+        add(OpKind::Send, base + wsScale[static_cast<size_t>(d)] + first * sizeof(float), nullptr, c * sizeof(float),
+            d);
       }
       first += c;
     }

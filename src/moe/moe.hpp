@@ -47,7 +47,9 @@ uint64_t configDigest(const vigilMoeConfig& cfg);
 // Local checks of moe.md "Validation" 1-5 (workspace only when `checkWorkspace`).
 // Throws Error with the call's op name.
 void validateDispatch(const Communicator& comm, const vigilMoeConfig* cfg, const vigilMoeDispatchArgs* args,
-                      size_t workspaceBytes, bool checkWorkspace);
+                      const void* workspace, size_t workspaceBytes, bool checkWorkspace);
+// What is wrong with the config alone (moe.md "Validation" 3), or "".
+std::string configProblem(const vigilMoeConfig& cfg);
 size_t dispatchWorkspaceBytes(const vigilMoeConfig& cfg, const vigilMoeDispatchArgs& args);
 
 // The routing of one dispatch, kept for its combine.
@@ -65,8 +67,8 @@ struct Handle {
   // in send order; `rowOf[t * slots + slot]` = the row's index in the
   // combine staging area (destinations in rank order), -1 if inactive.
   std::vector<std::vector<int32_t>> sentTokens, sentSlots;
-  std::vector<int64_t> destBase;   // [W + 1]: first (destination, local expert) counter of each destination
-  std::vector<int64_t> sendCount;  // [destBase[W]]: rows sent per (destination, local expert)
+  std::vector<int64_t> destBase;     // [W + 1]: first (destination, local expert) counter of each destination
+  std::vector<int64_t> sendCount;    // [destBase[W]]: rows sent per (destination, local expert)
   std::vector<int64_t> stagingBase;  // [W + 1]: first staging row of each destination
   std::vector<int64_t> rowOf;
   int64_t sentRows = 0;

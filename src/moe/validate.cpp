@@ -57,8 +57,31 @@ size_t dispatchWorkspaceBytes(const vigilMoeConfig& cfg, const vigilMoeDispatchA
   return static_cast<size_t>(cfg.maxTokensPerRank) * slots * (rowBytes + 2 * sizeof(float));
 }
 
+std::string configProblem(const vigilMoeConfig& c) {
+  const int64_t W = c.epWorldSize, S = c.sharedExpertRankNum, Sh = c.sharedExpertNum, E = c.moeExpertNum;
+  if (c.size != sizeof(vigilMoeConfig)) {
+    return cat("cfg->size is ", c.size, ", expected sizeof(vigilMoeConfig) = ", sizeof(vigilMoeConfig));
+  }
+  if (W <= 0) return cat("epWorldSize ", W, " must be > 0");
+  if (S < 0 || S >= W) return cat("sharedExpertRankNum ", S, " is outside [0, epWorldSize ", W, ")");
+  if (Sh < 0 || Sh > 4) return cat("sharedExpertNum ", Sh, " is outside [0, 4]");
+  if ((S == 0) != (Sh == 0))
+    return cat("sharedExpertRankNum ", S, " and sharedExpertNum ", Sh, " must both be 0 or both > 0");
+  if (Sh > 0 && S % Sh != 0) return cat("sharedExpertRankNum ", S, " is not a multiple of sharedExpertNum ", Sh);
+  if (E <= 0) return cat("moeExpertNum ", E, " must be > 0");
+  if (E % (W - S) != 0) return cat("moeExpertNum ", E, " is not a multiple of the ", W - S, " routed-expert ranks");
+  if (c.topK <= 0 || c.topK > E) return cat("topK ", c.topK, " is outside [1, moeExpertNum ", E, "]");
+  if (c.hidden <= 0) return cat("hidden ", c.hidden, " must be > 0");
+  if (c.maxTokensPerRank < 0) return cat("maxTokensPerRank ", c.maxTokensPerRank, " must be >= 0");
+  if (c.quantMode != 0 && c.quantMode != 2) return cat("quantMode ", c.quantMode, " is neither 0 nor 2");
+  if (c.expertTokenNumsType != 0 && c.expertTokenNumsType != 1) {
+    return cat("expertTokenNumsType ", c.expertTokenNumsType, " is neither 0 (prefix sum) nor 1 (counts)");
+  }
+  return {};
+}
+
 void validateDispatch(const Communicator& comm, const vigilMoeConfig* cfg, const vigilMoeDispatchArgs* args,
-                      size_t workspaceBytes, bool checkWorkspace) {
+                      const void* workspace, size_t workspaceBytes, bool checkWorkspace) {
   const char* call = checkWorkspace ? "vigilMoeDispatch" : "vigilMoeDispatchGetWorkspaceSize";
   auto fail = [&](Errc errc) {
     ErrorBuilder b = comm.error(errc);
@@ -67,11 +90,6 @@ void validateDispatch(const Communicator& comm, const vigilMoeConfig* cfg, const
   };
   // 1. Pointers and types.
   if (cfg == nullptr || args == nullptr) fail(Errc::ApiNullArgument).cause(cfg ? "args" : "cfg", " is NULL").raise();
-  if (cfg->size != sizeof(vigilMoeConfig)) {
-    fail(Errc::MoeBadConfig)
-        .cause("cfg->size is ", cfg->size, ", expected sizeof(vigilMoeConfig) = ", sizeof(vigilMoeConfig))
-        .raise();
-  }
   if (!supportedX(args->xType)) {
     fail(Errc::ApiBadDataType)
         .cause("xType ", static_cast<int>(args->xType), " is not float32, float16 or bfloat16")
@@ -90,23 +108,10 @@ void validateDispatch(const Communicator& comm, const vigilMoeConfig* cfg, const
         .raise();
   }
   // 3. Ranges.
-  const int64_t W = cfg->epWorldSize, S = cfg->sharedExpertRankNum, Sh = cfg->sharedExpertNum, E = cfg->moeExpertNum;
+  if (std::string why = configProblem(*cfg); !why.empty()) fail(Errc::MoeBadConfig).cause(why).raise();
   auto bad = [&](const auto&... why) { fail(Errc::MoeBadConfig).cause(why...).raise(); };
-  if (S < 0 || S >= W) bad("sharedExpertRankNum ", S, " is outside [0, epWorldSize ", W, ")");
-  if (Sh < 0 || Sh > 4) bad("sharedExpertNum ", Sh, " is outside [0, 4]");
-  if ((S == 0) != (Sh == 0)) bad("sharedExpertRankNum ", S, " and sharedExpertNum ", Sh, " must both be 0 or both > 0");
-  if (Sh > 0 && S % Sh != 0) bad("sharedExpertRankNum ", S, " is not a multiple of sharedExpertNum ", Sh);
-  if (E <= 0) bad("moeExpertNum ", E, " must be > 0");
-  if (E % (W - S) != 0) bad("moeExpertNum ", E, " is not a multiple of the ", W - S, " routed-expert ranks");
-  if (cfg->topK <= 0 || cfg->topK > E) bad("topK ", cfg->topK, " is outside [1, moeExpertNum ", E, "]");
-  if (cfg->hidden <= 0) bad("hidden ", cfg->hidden, " must be > 0");
-  if (cfg->maxTokensPerRank < 0) bad("maxTokensPerRank ", cfg->maxTokensPerRank, " must be >= 0");
   if (args->bs < 0 || args->bs > cfg->maxTokensPerRank) {
     bad("bs ", args->bs, " is outside [0, maxTokensPerRank ", cfg->maxTokensPerRank, "]");
-  }
-  if (cfg->quantMode != 0 && cfg->quantMode != 2) bad("quantMode ", cfg->quantMode, " is neither 0 nor 2");
-  if (cfg->expertTokenNumsType != 0 && cfg->expertTokenNumsType != 1) {
-    bad("expertTokenNumsType ", cfg->expertTokenNumsType, " is neither 0 (prefix sum) nor 1 (counts)");
   }
   if (args->activeMask != nullptr && args->activeMaskDims != 1 && args->activeMaskDims != 2) {
     bad("activeMaskDims ", args->activeMaskDims, " is neither 1 ([bs]) nor 2 ([bs, topK])");
@@ -132,9 +137,10 @@ void validateDispatch(const Communicator& comm, const vigilMoeConfig* cfg, const
       if (args->activeMask != nullptr && args->activeMaskDims == 2 && args->activeMask[t * K + k] == 0) continue;
       const int32_t id = args->expertIds[t * K + k];
       if (id == -1) continue;
-      if (id < -1 || id >= E) {
+      if (id < -1 || id >= cfg->moeExpertNum) {
         fail(Errc::MoeBadExpertId)
-            .cause("rank ", comm.rank(), ", token ", t, ", slot ", k, ": expert id ", id, " is outside [-1, ", E, ")")
+            .cause("rank ", comm.rank(), ", token ", t, ", slot ", k, ": expert id ", id, " is outside [-1, ",
+                   cfg->moeExpertNum, ")")
             .raise();
       }
       for (int64_t k2 = 0; k2 < k; ++k2) {
@@ -157,6 +163,7 @@ void validateDispatch(const Communicator& comm, const vigilMoeConfig* cfg, const
   }
   if (checkWorkspace) {
     const size_t needed = dispatchWorkspaceBytes(*cfg, *args);
+    if (workspace == nullptr && needed > 0) fail(Errc::ApiNullArgument).cause("workspace is NULL").raise();
     if (workspaceBytes < needed) {
       fail(Errc::MoeTooSmall)
           .cause("the workspace has ", workspaceBytes, " bytes, but this dispatch needs ", needed,
