@@ -45,26 +45,13 @@ void combine(const std::shared_ptr<Communicator>& commPtr, const vigilMoeConfig*
   } catch (const Error& e) {
     own = e;
   }
-  static constexpr const char* kNames[kAgreeFields] = {
-      "epWorldSize",      "moeExpertNum", "sharedExpertNum", "sharedExpertRankNum",       "hidden", "topK",
-      "maxTokensPerRank", "quantMode",    "xType",           "the dispatch of the handle"};
-  const vigilMoeConfig zero{};
-  const vigilMoeConfig& c = cfg ? *cfg : zero;
-  const int64_t fields[kAgreeFields] = {c.epWorldSize,
-                                        c.moeExpertNum,
-                                        c.sharedExpertNum,
-                                        c.sharedExpertRankNum,
-                                        c.hidden,
-                                        c.topK,
-                                        c.maxTokensPerRank,
-                                        c.quantMode,
-                                        a ? static_cast<int64_t>(a->xType) : -1,
-                                        own ? -1 : static_cast<int64_t>(h->dispatchId)};
+  constexpr const char* kHandleField = "the dispatch of the handle";
   try {
-    agree(comm, kCall, fields, kNames, own);
+    agree(comm, kCall, cfg, a ? static_cast<int64_t>(a->xType) : -1, own ? -1 : static_cast<int64_t>(h->dispatchId),
+          kHandleField, own);
   } catch (const Error& e) {
     // Handles of different dispatches: a usage error, like a foreign handle.
-    if (e.errc() != Errc::MoeConfigMismatch || e.text().find(kNames[kAgreeFields - 1]) == std::string::npos) throw;
+    if (e.errc() != Errc::MoeConfigMismatch || e.text().find(kHandleField) == std::string::npos) throw;
     comm.error(Errc::MoeBadHandle).op(kCall).cause(e.text().substr(e.text().find("ranks disagree"))).raise();
   }
 
@@ -78,14 +65,7 @@ void combine(const std::shared_ptr<Communicator>& commPtr, const vigilMoeConfig*
   // in the order that destination received them (local expert, token).
   std::vector<OpDesc> ops;
   auto add = [&](OpKind kind, const void* send, void* recv, size_t bytes, int peer) {
-    OpDesc op;
-    op.kind = kind;
-    op.send = send;
-    op.recv = recv;
-    op.count = bytes;
-    op.dtype = vigilUint8;
-    op.peer = peer;
-    ops.push_back(op);
+    ops.push_back(byteTransfer(kind, send, recv, bytes, peer));
   };
   for (int r = 0; r < W; ++r) {
     for (int64_t j = 0; j < L; ++j) {

@@ -39,8 +39,35 @@ void storeFloat(uint8_t* row, int64_t i, vigilDataType_t type, float value) {
   std::memcpy(row + 2 * i, &v, 2);
 }
 
-void agree(Communicator& comm, const char* call, const int64_t (&fields)[kAgreeFields],
-           const char* const (&names)[kAgreeFields], const std::optional<Error>& own) {
+OpDesc byteTransfer(OpKind kind, const void* send, void* recv, size_t bytes, int peer) {
+  OpDesc op;
+  op.kind = kind;
+  op.send = send;
+  op.recv = recv;
+  op.count = bytes;
+  op.dtype = vigilUint8;
+  op.peer = peer;
+  return op;
+}
+
+void agree(Communicator& comm, const char* call, const vigilMoeConfig* cfg, int64_t xType, int64_t last,
+           const char* lastName, const std::optional<Error>& own) {
+  constexpr int kAgreeFields = 10;
+  const char* const names[kAgreeFields] = {"epWorldSize", "moeExpertNum", "sharedExpertNum",  "sharedExpertRankNum",
+                                           "hidden",      "topK",         "maxTokensPerRank", "quantMode",
+                                           "xType",       lastName};
+  const vigilMoeConfig zero{};
+  const vigilMoeConfig& c = cfg ? *cfg : zero;
+  const int64_t fields[kAgreeFields] = {c.epWorldSize,
+                                        c.moeExpertNum,
+                                        c.sharedExpertNum,
+                                        c.sharedExpertRankNum,
+                                        c.hidden,
+                                        c.topK,
+                                        c.maxTokensPerRank,
+                                        c.quantMode,
+                                        xType,
+                                        last};
   constexpr size_t kRecord = (kAgreeFields + 1) * sizeof(int64_t);
   const int n = comm.nranks();
   int64_t mine[kAgreeFields + 1];
@@ -94,22 +121,8 @@ std::unique_ptr<Handle> dispatch(const std::shared_ptr<Communicator>& commPtr, c
   } catch (const Error& e) {
     own = e;
   }
-  static constexpr const char* kNames[kAgreeFields] = {
-      "epWorldSize",      "moeExpertNum", "sharedExpertNum", "sharedExpertRankNum", "hidden", "topK",
-      "maxTokensPerRank", "quantMode",    "xType",           "the dispatch number"};
-  const vigilMoeConfig zero{};
-  const vigilMoeConfig& c = cfgPtr ? *cfgPtr : zero;
-  const int64_t fields[kAgreeFields] = {c.epWorldSize,
-                                        c.moeExpertNum,
-                                        c.sharedExpertNum,
-                                        c.sharedExpertRankNum,
-                                        c.hidden,
-                                        c.topK,
-                                        c.maxTokensPerRank,
-                                        c.quantMode,
-                                        argsPtr ? static_cast<int64_t>(argsPtr->xType) : -1,
-                                        static_cast<int64_t>(dispatchId)};
-  agree(comm, "vigilMoeDispatch", fields, kNames, own);
+  agree(comm, "vigilMoeDispatch", cfgPtr, argsPtr ? static_cast<int64_t>(argsPtr->xType) : -1,
+        static_cast<int64_t>(dispatchId), "the dispatch number", own);
 
   // Every rank passed its checks and agrees: from here on, outputs are written.
   const vigilMoeConfig& cfg = *cfgPtr;
@@ -290,14 +303,7 @@ std::unique_ptr<Handle> dispatch(const std::shared_ptr<Communicator>& commPtr, c
   float* weightsOut = a.expandScales ? a.expandScales : droppedWeights.data();
   std::vector<OpDesc> ops;
   auto add = [&](OpKind kind, const void* send, void* recv, size_t bytes, int peer) {
-    OpDesc op;
-    op.kind = kind;
-    op.send = send;
-    op.recv = recv;
-    op.count = bytes;
-    op.dtype = vigilUint8;
-    op.peer = peer;
-    ops.push_back(op);
+    ops.push_back(byteTransfer(kind, send, recv, bytes, peer));
   };
   for (int d = 0; d < W; ++d) {
     if (d == me) continue;

@@ -89,13 +89,16 @@ size_t combineWorkspaceBytes(const Handle& h);
 void combine(const std::shared_ptr<Communicator>& comm, const vigilMoeConfig* cfg, const Handle* h,
              const vigilMoeCombineArgs* args, void* workspace, size_t workspaceBytes);
 
-// The all-gather every MoE call starts with: the fields that must agree and
-// this rank's verdict (`own`, if its local checks failed). Throws `own`, a
-// peer's refusal (VG-MOE-006), or a disagreement (VG-MOE-005, or
-// `disagreeErrc` for the last field when it is set).
-constexpr int kAgreeFields = 10;
-void agree(Communicator& comm, const char* call, const int64_t (&fields)[kAgreeFields],
-           const char* const (&names)[kAgreeFields], const std::optional<Error>& own);
+// The all-gather every MoE call starts with: the config fields that must
+// agree, the data type, `last` (named `lastName`: the dispatch number) and
+// this rank's verdict (`own`, if its local checks failed; cfg may then be
+// NULL). Throws `own`, a peer's refusal (VG-MOE-006) or a disagreement
+// (VG-MOE-005) naming the field.
+void agree(Communicator& comm, const char* call, const vigilMoeConfig* cfg, int64_t xType, int64_t last,
+           const char* lastName, const std::optional<Error>& own);
+
+// One point-to-point message of `bytes` bytes, for a batch.
+OpDesc byteTransfer(OpKind kind, const void* send, void* recv, size_t bytes, int peer);
 
 // Element conversions for the MoE data types.
 float loadFloat(const uint8_t* row, int64_t index, vigilDataType_t type);
