@@ -71,7 +71,8 @@ void Communicator::run(const OpDesc& op, uint64_t recordId) {
   }
 }
 
-void Communicator::runPointToPoint(std::span<const OpDesc> ops, std::span<const uint64_t> recorded) {
+void Communicator::runPointToPoint(std::span<const OpDesc> ops, std::span<const uint64_t> recorded,
+                                   ExchangeWork* work) {
   for (const OpDesc& op : ops) validate(op);
   std::vector<uint64_t> ids(recorded.begin(), recorded.end());
   if (ids.size() != ops.size()) {
@@ -82,7 +83,7 @@ void Communicator::runPointToPoint(std::span<const OpDesc> ops, std::span<const 
   try {
     checkUsable();
     for (uint64_t id : ids) recorder_.started(id);
-    runPointToPointBatch(ops);
+    runPointToPointBatch(ops, work);
     for (size_t i = 0; i < ops.size(); ++i) checkSendBuffer(ids[i], ops[i], i, -1);
     for (uint64_t id : ids) recorder_.completed(id);
   } catch (const Error& e) {
@@ -266,7 +267,7 @@ void Communicator::shmWait(uint64_t step) {
   if (fault.kind != ExchangeFault::Kind::None) failOp(fault);
 }
 
-void Communicator::runPointToPointBatch(std::span<const OpDesc> ops) {
+void Communicator::runPointToPointBatch(std::span<const OpDesc> ops, ExchangeWork* work) {
   // Every buffer of the batch is referenced by its transfer until the batch
   // returns: nothing is released early (the batch_isend_irecv field bug).
   std::vector<FrameHeader> headers;
@@ -281,6 +282,8 @@ void Communicator::runPointToPointBatch(std::span<const OpDesc> ops) {
     const size_t bytes = op.count * dtypeSize(op.dtype);
     Transfer t = isSend ? Transfer::send(op.peer, op.send, bytes) : Transfer::recv(op.peer, op.recv, bytes);
     t.header = &headers.back();
+    t.segments = op.segments;
+    t.ready = op.ready;
     transfers.push_back(t);
     // A receive from a peer that already left may still find its message
     // in the socket; only the socket can say. A send to it cannot arrive.
@@ -295,11 +298,15 @@ void Communicator::runPointToPointBatch(std::span<const OpDesc> ops) {
   watchPeers_ = false;  // only the peers' own sockets matter
   opStart_ = Clock::now();
   opDeadline_ = Deadline::afterMs(config_.timeoutMs);
-  exchange(transfers);
+  exchange(transfers, work);
 }
 
 void Communicator::exchange(std::span<const Transfer> transfers) {
-  ExchangeFault fault = data_->exchange(transfers, current_, config_.fingerprint, opDeadline_, *this);
+  exchange(transfers, nullptr);
+}
+
+void Communicator::exchange(std::span<const Transfer> transfers, ExchangeWork* work) {
+  ExchangeFault fault = data_->exchange(transfers, current_, config_.fingerprint, opDeadline_, *this, work);
   if (fault.kind != ExchangeFault::Kind::None) failOp(fault);
   const int left = algo::mod(rank_ - 1, nranks_);
   for (const Transfer& t : transfers) heardFromLeft_ |= !t.isSend && t.peer == left;

@@ -61,7 +61,8 @@ class Communicator : private algo::StepRunner, private LivenessWatch {
   void validate(const OpDesc& op) const;
   // Validates and runs point-to-point ops as one batch: all progress at once.
   // `ids`: their flight-recorder entries when recorded at enqueue (groups).
-  void runPointToPoint(std::span<const OpDesc> ops, std::span<const uint64_t> ids = {});
+  // `work` (library-internal batches) runs while the transfers wait.
+  void runPointToPoint(std::span<const OpDesc> ops, std::span<const uint64_t> ids = {}, ExchangeWork* work = nullptr);
 
   // Collective over this communicator: the ranks passing the same color form
   // a new communicator, ordered by (key, rank here); color < 0 returns null.
@@ -122,7 +123,8 @@ class Communicator : private algo::StepRunner, private LivenessWatch {
   void runCollective(const OpDesc& op);
   void runAlgorithm(const OpDesc& op, algo::Algo algo);
   size_t opBytes(const OpDesc& op) const;
-  void runPointToPointBatch(std::span<const OpDesc> ops);
+  void runPointToPointBatch(std::span<const OpDesc> ops, ExchangeWork* work = nullptr);
+  void exchange(std::span<const Transfer> transfers, ExchangeWork* work);
   // Peers that are gone and have not completed `seq` (-1: any), root causes
   // first: a peer that left because another failed comes last.
   std::vector<int> gonePeersByCause(int64_t seq) const;

@@ -2,9 +2,11 @@
 // One operation as the API layer hands it to a communicator.
 
 #include <cstddef>
+#include <span>
 #include <vector>
 
 #include "core/op_kind.hpp"
+#include "transport/data_plane.hpp"
 #include "vigil/vigil.h"
 
 namespace vigil {
@@ -23,6 +25,11 @@ struct OpDesc {
   const size_t* sdispls = nullptr;
   const size_t* recvcounts = nullptr;
   const size_t* rdispls = nullptr;
+  // Send/Recv inside the library only (MoE): a payload in pieces (count =
+  // their total bytes, dtype uint8), and a send produced while the batch
+  // runs (see Transfer). The buffer guard does not watch such sends.
+  std::span<const IoSegment> segments{};
+  const bool* ready = nullptr;
 
   bool hasRedOp() const { return kind == OpKind::AllReduce || kind == OpKind::Reduce || kind == OpKind::ReduceScatter; }
   bool hasRoot() const {

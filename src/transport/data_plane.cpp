@@ -14,24 +14,20 @@ constexpr size_t kHeaderBytes = sizeof(FrameHeader);
 
 enum class Step { Progress, Blocked, Finished, Closed, Error };
 
+// Payload pieces per system call.
+constexpr size_t kPieces = 64;
+
 // Moves as many bytes as the socket takes without blocking.
 Step progressSend(int fd, ActiveTransfer& a) {
   const size_t total = kHeaderBytes + a.transfer->bytes;
   while (a.done < total) {
-    iovec iov[2];
-    int count = 0;
-    if (a.done < kHeaderBytes) {
-      iov[count++] = {reinterpret_cast<uint8_t*>(&a.header) + a.done, kHeaderBytes - a.done};
-      if (a.transfer->bytes > 0) {
-        iov[count++] = {const_cast<void*>(a.transfer->sendData), a.transfer->bytes};
-      }
-    } else {
-      size_t off = a.done - kHeaderBytes;
-      iov[count++] = {static_cast<uint8_t*>(const_cast<void*>(a.transfer->sendData)) + off, a.transfer->bytes - off};
-    }
+    iovec iov[kPieces + 1];
+    size_t count = 0;
+    if (a.done < kHeaderBytes) iov[count++] = {reinterpret_cast<uint8_t*>(&a.header) + a.done, kHeaderBytes - a.done};
+    count += payloadPieces(a, a.done < kHeaderBytes ? 0 : a.done - kHeaderBytes, iov + count, kPieces);
     msghdr msg{};
     msg.msg_iov = iov;
-    msg.msg_iovlen = static_cast<size_t>(count);
+    msg.msg_iovlen = count;
     ssize_t n = ::sendmsg(fd, &msg, MSG_NOSIGNAL);
     if (n > 0) {
       a.done += static_cast<size_t>(n);
@@ -45,6 +41,24 @@ Step progressSend(int fd, ActiveTransfer& a) {
 }
 
 }  // namespace
+
+size_t payloadPieces(ActiveTransfer& a, size_t offset, iovec* out, size_t max) {
+  const Transfer& t = *a.transfer;
+  if (offset >= t.bytes || max == 0) return 0;
+  if (t.segments.empty()) {
+    auto* base = static_cast<uint8_t*>(t.isSend ? const_cast<void*>(t.sendData) : t.recvData);
+    out[0] = {base + offset, t.bytes - offset};
+    return 1;
+  }
+  while (offset >= a.segmentStart + t.segments[a.segment].bytes) a.segmentStart += t.segments[a.segment++].bytes;
+  size_t n = 0;
+  size_t skip = offset - a.segmentStart;
+  for (size_t s = a.segment; s < t.segments.size() && n < max; ++s, skip = 0) {
+    const IoSegment& piece = t.segments[s];
+    if (piece.bytes > skip) out[n++] = {static_cast<uint8_t*>(piece.data) + skip, piece.bytes - skip};
+  }
+  return n;
+}
 
 bool acceptHeader(const FrameHeader& got, const Transfer& t, const FrameHeader& base, bool checkFingerprint,
                   ExchangeFault& fault) {
@@ -66,7 +80,8 @@ bool acceptHeader(const FrameHeader& got, const Transfer& t, const FrameHeader& 
 }
 
 ExchangeFault SocketDataPlane::exchange(std::span<const Transfer> transfers, const FrameHeader& header,
-                                        bool checkFingerprint, Deadline deadline, LivenessWatch& watch) {
+                                        bool checkFingerprint, Deadline deadline, LivenessWatch& watch,
+                                        ExchangeWork* work) {
   ExchangeFault fault;
   // The vectors are members, reused by every step: no allocation per step.
   std::vector<ActiveTransfer>& active = active_;
@@ -86,18 +101,15 @@ ExchangeFault SocketDataPlane::exchange(std::span<const Transfer> transfers, con
   auto recvStep = [&](ActiveTransfer& a) -> Step {
     int fd = fds_[static_cast<size_t>(a.transfer->peer)].get();
     while (true) {
-      uint8_t* target;
-      size_t want;
+      ssize_t n;
       if (a.done < kHeaderBytes) {
-        target = reinterpret_cast<uint8_t*>(&a.header) + a.done;
-        want = kHeaderBytes - a.done;
+        n = ::recv(fd, reinterpret_cast<uint8_t*>(&a.header) + a.done, kHeaderBytes - a.done, 0);
       } else {
-        size_t off = a.done - kHeaderBytes;
+        const size_t off = a.done - kHeaderBytes;
         if (off == a.transfer->bytes) return Step::Finished;
-        target = static_cast<uint8_t*>(a.transfer->recvData) + off;
-        want = a.transfer->bytes - off;
+        iovec iov[kPieces];
+        n = ::readv(fd, iov, static_cast<int>(payloadPieces(a, off, iov, kPieces)));
       }
-      ssize_t n = ::recv(fd, target, want, 0);
       if (n == 0) return Step::Closed;
       if (n < 0) {
         if (errno == EINTR) continue;
@@ -125,6 +137,7 @@ ExchangeFault SocketDataPlane::exchange(std::span<const Transfer> transfers, con
       uint8_t& slot = claimed[2 * static_cast<size_t>(peer) + (a.transfer->isSend ? 1 : 0)];
       if (slot) continue;
       slot = 1;
+      if (a.transfer->waiting()) continue;  // its payload is not produced yet
       Step step = a.transfer->isSend ? progressSend(fds_[static_cast<size_t>(peer)].get(), a) : recvStep(a);
       if (step == Step::Finished) {
         a.finished = true;
@@ -149,6 +162,11 @@ ExchangeFault SocketDataPlane::exchange(std::span<const Transfer> transfers, con
       if (!a.transfer->isSend) directRecvPeers_.push_back(peer);
     }
     if (allDone) return fault;
+    // Nothing more moves without waiting: produce the next sends meanwhile.
+    if (work != nullptr && work->pending()) {
+      work->runOne();
+      continue;
+    }
     // A lane freed in this pass may have a successor that has not tried yet.
     if (pfds.empty()) continue;
 

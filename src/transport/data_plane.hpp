@@ -6,6 +6,7 @@
 // the deadline, when the communicator is aborted, or when a peer goes away.
 
 #include <poll.h>
+#include <sys/uio.h>
 
 #include <cstddef>
 #include <cstdint>
@@ -18,6 +19,12 @@
 
 namespace vigil {
 
+// One piece of a payload that is not contiguous in memory.
+struct IoSegment {
+  void* data = nullptr;
+  size_t bytes = 0;
+};
+
 struct Transfer {
   int peer = -1;
   bool isSend = false;
@@ -26,9 +33,43 @@ struct Transfer {
   size_t bytes = 0;
   // Overrides the exchange's header (point-to-point batches mix operations).
   const FrameHeader* header = nullptr;
+  // When not empty, the payload is these pieces back to back (their sizes
+  // sum to `bytes`): gathered when sent, scattered when received. One
+  // message instead of one per piece, and no copy into a contiguous buffer.
+  std::span<const IoSegment> segments{};
+  // A send whose payload is still being produced by the exchange's work
+  // (ExchangeWork): it keeps its place in its peer's lane until *ready.
+  const bool* ready = nullptr;
 
-  static Transfer send(int peer, const void* data, size_t bytes) { return {peer, true, data, nullptr, bytes, nullptr}; }
-  static Transfer recv(int peer, void* data, size_t bytes) { return {peer, false, nullptr, data, bytes, nullptr}; }
+  static Transfer send(int peer, const void* data, size_t bytes) {
+    Transfer t;
+    t.peer = peer;
+    t.isSend = true;
+    t.sendData = data;
+    t.bytes = bytes;
+    return t;
+  }
+  static Transfer recv(int peer, void* data, size_t bytes) {
+    Transfer t;
+    t.peer = peer;
+    t.recvData = data;
+    t.bytes = bytes;
+    return t;
+  }
+  bool waiting() const { return ready != nullptr && !*ready; }
+};
+
+// Work that an exchange interleaves with its transfers: whenever the
+// transfers cannot move, one unit runs (for MoE dispatch: packing the rows
+// of the next destination while those of the previous one travel). Each
+// unit marks the sends it produced ready; when no unit is pending, every
+// send of the exchange must be ready. Units left when the transfers are
+// done are the caller's to run.
+class ExchangeWork {
+ public:
+  virtual ~ExchangeWork() = default;
+  virtual bool pending() const = 0;
+  virtual void runOne() = 0;
 };
 
 // Why an exchange stopped early. The communicator turns it into an Error
@@ -86,7 +127,13 @@ struct ActiveTransfer {
   FrameHeader header;  // outgoing header, or the incoming one being read
   size_t done = 0;     // bytes of header + payload moved so far
   bool finished = false;
+  size_t segment = 0;       // the segment holding the payload's next byte
+  size_t segmentStart = 0;  // its offset in the payload
 };
+
+// The payload of `a` from byte `offset` on (never behind an earlier call's
+// offset), as up to `max` contiguous pieces. Returns how many it filled.
+size_t payloadPieces(ActiveTransfer& a, size_t offset, iovec* out, size_t max);
 
 // How the bytes of an exchange travel: sockets, or shared memory.
 class DataPath {
@@ -95,8 +142,9 @@ class DataPath {
   // Runs `transfers`, each framed with `header` (its `bytes` is set per
   // transfer; a transfer's own header overrides it). Returns a fault with
   // Kind::None on success.
+  // `work`, if any, runs whenever the transfers cannot move.
   virtual ExchangeFault exchange(std::span<const Transfer> transfers, const FrameHeader& header, bool checkFingerprint,
-                                 Deadline deadline, LivenessWatch& watch) = 0;
+                                 Deadline deadline, LivenessWatch& watch, ExchangeWork* work) = 0;
   // The shared-memory plane, for algorithms that use it directly; null otherwise.
   virtual ShmDataPlane* shm() { return nullptr; }
   virtual const char* name() const = 0;
@@ -112,7 +160,7 @@ class SocketDataPlane final : public DataPath {
   explicit SocketDataPlane(std::vector<Fd> dataFds) : fds_(std::move(dataFds)) {}
 
   ExchangeFault exchange(std::span<const Transfer> transfers, const FrameHeader& header, bool checkFingerprint,
-                         Deadline deadline, LivenessWatch& watch) override;
+                         Deadline deadline, LivenessWatch& watch, ExchangeWork* work) override;
   const char* name() const override { return "tcp"; }
 
  private:

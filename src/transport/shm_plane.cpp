@@ -70,13 +70,20 @@ void ShmDataPlane::post(uint64_t step) {
 }
 
 template <class Step, class Needs>
-ExchangeFault ShmDataPlane::waitUntil(Step&& step, Needs&& needs, Deadline deadline, LivenessWatch& watch) {
+ExchangeFault ShmDataPlane::waitUntil(Step&& step, Needs&& needs, Deadline deadline, LivenessWatch& watch,
+                                      ExchangeWork* work) {
   ExchangeFault fault;
   bool stalled = false;
   // 1: done, 0: not yet, -1: failed (fault filled in).
   auto finish = [&](int r) { return r > 0 ? ExchangeFault{} : fault; };
   while (true) {
     int r = 0;
+    // Work first, between passes: no spinning or sleeping while there is some.
+    if (work != nullptr && work->pending()) {
+      if ((r = step(fault)) != 0) return finish(r);
+      work->runOne();
+      continue;
+    }
     for (int i = 0; i < spinIterations_; ++i) {
       if ((r = step(fault)) != 0) return finish(r);
       cpuRelax();
@@ -142,17 +149,28 @@ bool ShmDataPlane::progressPass(const FrameHeader& header, bool checkFingerprint
       continue;
     }
     lane = 1;
+    if (t.waiting()) {  // its payload is not produced yet
+      allDone = false;
+      continue;
+    }
     const size_t total = kHeaderBytes + t.bytes;
     const size_t before = a.done;
+    // The payload, piece by piece, until the ring is full or empty.
+    auto movePayload = [&](shm::Ring& ring, bool out) {
+      while (a.done >= kHeaderBytes && a.done < total) {
+        iovec iov[1];
+        payloadPieces(a, a.done - kHeaderBytes, iov, 1);
+        const size_t n = out ? ring.write(iov[0].iov_base, iov[0].iov_len) : ring.read(iov[0].iov_base, iov[0].iov_len);
+        a.done += n;
+        if (n < iov[0].iov_len) return;
+      }
+    };
     if (t.isSend) {
       shm::Ring& ring = out_[static_cast<size_t>(t.peer)];
       if (a.done < kHeaderBytes) {
         a.done += ring.write(reinterpret_cast<const uint8_t*>(&a.header) + a.done, kHeaderBytes - a.done);
       }
-      if (a.done >= kHeaderBytes && a.done < total) {
-        const size_t off = a.done - kHeaderBytes;
-        a.done += ring.write(static_cast<const uint8_t*>(t.sendData) + off, t.bytes - off);
-      }
+      movePayload(ring, true);
     } else {
       shm::Ring& ring = in_[static_cast<size_t>(t.peer)];
       if (a.done < kHeaderBytes) {
@@ -160,10 +178,7 @@ bool ShmDataPlane::progressPass(const FrameHeader& header, bool checkFingerprint
         // Judge the header before a single payload byte lands in the user's buffer.
         if (a.done == kHeaderBytes && !acceptHeader(a.header, t, header, checkFingerprint, fault)) return false;
       }
-      if (a.done >= kHeaderBytes && a.done < total) {
-        const size_t off = a.done - kHeaderBytes;
-        a.done += ring.read(static_cast<uint8_t*>(t.recvData) + off, t.bytes - off);
-      }
+      movePayload(ring, false);
     }
     if (a.done != before) bells_[t.peer].ring();  // data for it, or room for more
     if (a.done == total) {
@@ -177,7 +192,8 @@ bool ShmDataPlane::progressPass(const FrameHeader& header, bool checkFingerprint
 }
 
 ExchangeFault ShmDataPlane::exchange(std::span<const Transfer> transfers, const FrameHeader& header,
-                                     bool checkFingerprint, Deadline deadline, LivenessWatch& watch) {
+                                     bool checkFingerprint, Deadline deadline, LivenessWatch& watch,
+                                     ExchangeWork* work) {
   active_.clear();
   for (const Transfer& t : transfers) {
     ActiveTransfer a{&t, t.header != nullptr ? *t.header : header};
@@ -196,7 +212,7 @@ ExchangeFault ShmDataPlane::exchange(std::span<const Transfer> transfers, const 
         }
         return false;
       },
-      deadline, watch);
+      deadline, watch, work);
   if (fault.kind == ExchangeFault::Kind::TimedOut) {
     for (const ActiveTransfer& a : active_) {
       if (!a.finished)
@@ -218,7 +234,7 @@ ExchangeFault ShmDataPlane::waitAll(uint64_t step, Deadline deadline, LivenessWa
         }
         return 1;
       },
-      [&](int peer) { return stepOf(peer) < step; }, deadline, watch);
+      [&](int peer) { return stepOf(peer) < step; }, deadline, watch, nullptr);
   if (fault.kind == ExchangeFault::Kind::TimedOut) {
     for (int p : involved_) {
       if (stepOf(p) < step) fault.pending.push_back({p, false, 0});

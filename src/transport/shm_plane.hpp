@@ -46,7 +46,7 @@ class ShmDataPlane final : public DataPath {
   ShmDataPlane(int rank, const shm::Geometry& geometry, ShmMapping mapping);
 
   ExchangeFault exchange(std::span<const Transfer> transfers, const FrameHeader& header, bool checkFingerprint,
-                         Deadline deadline, LivenessWatch& watch) override;
+                         Deadline deadline, LivenessWatch& watch, ExchangeWork* work) override;
   ShmDataPlane* shm() override { return this; }
   const char* name() const override { return "shm"; }
 
@@ -88,9 +88,10 @@ class ShmDataPlane final : public DataPath {
   // Returns true when `allDone`; false with fault.kind set when it failed.
   bool progressPass(const FrameHeader& header, bool checkFingerprint, ExchangeFault& fault, bool& allDone);
   // The common wait: `step(fault)` makes progress and returns 1 when done,
-  // -1 when failed; `needs(peer)`: whether the wait still depends on it.
+  // -1 when failed; `needs(peer)`: whether the wait still depends on it;
+  // `work` runs between steps while it has some.
   template <class Step, class Needs>
-  ExchangeFault waitUntil(Step&& step, Needs&& needs, Deadline deadline, LivenessWatch& watch);
+  ExchangeFault waitUntil(Step&& step, Needs&& needs, Deadline deadline, LivenessWatch& watch, ExchangeWork* work);
 
   const int rank_;
   const shm::Geometry g_;
