@@ -61,36 +61,42 @@ void combine(const std::shared_ptr<Communicator>& commPtr, const vigilMoeConfig*
   auto* staging = static_cast<uint8_t*>(workspace);
   const auto* expertOut = static_cast<const uint8_t*>(a->expandX);
 
-  // Blocks back to their sources; rows from every destination into staging,
-  // in the order that destination received them (local expert, token).
-  std::vector<OpDesc> ops;
-  auto add = [&](OpKind kind, const void* send, void* recv, size_t bytes, int peer) {
-    ops.push_back(byteTransfer(kind, send, recv, bytes, peer));
-  };
+  // Blocks back to their sources, one message per source; rows from every
+  // destination into staging, in the order that destination received them
+  // (local expert, token). This rank's own rows stay where they are.
+  Messages messages(static_cast<size_t>(W * L + W));
   for (int r = 0; r < W; ++r) {
+    if (r == me) continue;
     for (int64_t j = 0; j < L; ++j) {
       const size_t b = static_cast<size_t>(r * L + j);
-      const auto n = static_cast<size_t>(h->blockRows[b]);
-      if (n == 0 || r == me) continue;
-      add(OpKind::Send, expertOut + static_cast<size_t>(h->blockStart[b]) * row, nullptr, n * row, r);
+      messages.piece(expertOut + static_cast<size_t>(h->blockStart[b]) * row,
+                     static_cast<size_t>(h->blockRows[b]) * row);
     }
+    messages.end(OpKind::Send, r);
   }
   for (int d = 0; d < W; ++d) {
-    size_t first = static_cast<size_t>(h->stagingBase[static_cast<size_t>(d)]);
-    for (int64_t i = h->destBase[static_cast<size_t>(d)]; i < h->destBase[static_cast<size_t>(d) + 1]; ++i) {
-      const auto n = static_cast<size_t>(h->sendCount[static_cast<size_t>(i)]);
-      if (n == 0) continue;
-      if (d == me) {
-        const int64_t j = i - h->destBase[static_cast<size_t>(d)];
-        const size_t b = static_cast<size_t>(me * L + j);
-        std::memcpy(staging + first * row, expertOut + static_cast<size_t>(h->blockStart[b]) * row, n * row);
-      } else {
-        add(OpKind::Recv, nullptr, staging + first * row, n * row, d);
-      }
-      first += n;
-    }
+    if (d == me) continue;
+    const auto first = static_cast<size_t>(h->stagingBase[static_cast<size_t>(d)]);
+    messages.piece(staging + first * row,
+                   static_cast<size_t>(h->stagingBase[static_cast<size_t>(d) + 1]) * row - first * row);
+    messages.end(OpKind::Recv, d);
   }
+  std::vector<OpDesc>& ops = messages.ops();
   if (!ops.empty()) comm.runPointToPoint(ops);
+
+  // Row `idx` of the staging order: received, or one of this rank's own in expandX.
+  const int64_t ownFirst = h->stagingBase[static_cast<size_t>(me)];
+  std::vector<const uint8_t*> ownRows(static_cast<size_t>(h->stagingBase[static_cast<size_t>(me) + 1] - ownFirst));
+  for (int64_t j = 0, k = 0; j < L; ++j) {
+    const size_t b = static_cast<size_t>(me * L + j);
+    for (int64_t i = 0; i < h->blockRows[b]; ++i)
+      ownRows[static_cast<size_t>(k++)] = expertOut + static_cast<size_t>(h->blockStart[b] + i) * row;
+  }
+  auto rowAt = [&](int64_t idx) {
+    const int64_t o = idx - ownFirst;
+    return o >= 0 && o < static_cast<int64_t>(ownRows.size()) ? ownRows[static_cast<size_t>(o)]
+                                                              : staging + static_cast<size_t>(idx) * row;
+  };
 
   // out[t] = sum of w * row over active routed slots, then the shared
   // experts' rows, then sharedExpertX, in float32, rounded once.
@@ -118,8 +124,7 @@ void combine(const std::shared_ptr<Communicator>& commPtr, const vigilMoeConfig*
       const int64_t idx = h->rowOf[static_cast<size_t>(t * h->slots + slot)];
       if (idx < 0) continue;
       any = true;
-      addRow(staging + static_cast<size_t>(idx) * row,
-             slot < K && a->expertScales ? a->expertScales[t * K + slot] : 1.0f);
+      addRow(rowAt(idx), slot < K && a->expertScales ? a->expertScales[t * K + slot] : 1.0f);
     }
     uint8_t* dst = out + static_cast<size_t>(t) * row;
     if (!any) {

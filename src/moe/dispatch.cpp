@@ -39,15 +39,43 @@ void storeFloat(uint8_t* row, int64_t i, vigilDataType_t type, float value) {
   std::memcpy(row + 2 * i, &v, 2);
 }
 
-OpDesc byteTransfer(OpKind kind, const void* send, void* recv, size_t bytes, int peer) {
-  OpDesc op;
-  op.kind = kind;
-  op.send = send;
-  op.recv = recv;
-  op.count = bytes;
-  op.dtype = vigilUint8;
-  op.peer = peer;
-  return op;
+void Messages::piece(const void* data, size_t bytes) {
+  if (bytes == 0) return;
+  auto* p = const_cast<uint8_t*>(static_cast<const uint8_t*>(data));
+  if (pieces_.size() > start_ && static_cast<uint8_t*>(pieces_.back().data) + pieces_.back().bytes == p) {
+    pieces_.back().bytes += bytes;  // contiguous with the previous piece
+  } else {
+    pieces_.push_back({p, bytes});
+  }
+}
+
+void Messages::end(OpKind kind, int peer) {
+  size_t bytes = 0;
+  for (size_t i = start_; i < pieces_.size(); ++i) bytes += pieces_[i].bytes;
+  if (bytes > 0) {
+    OpDesc op;
+    op.kind = kind;
+    if (kind == OpKind::Send) {
+      op.send = pieces_[start_].data;
+    } else {
+      op.recv = pieces_[start_].data;
+    }
+    op.count = bytes;
+    op.dtype = vigilUint8;
+    op.peer = peer;
+    ops_.push_back(op);
+    ranges_.emplace_back(start_, pieces_.size());
+  }
+  start_ = pieces_.size();
+}
+
+std::vector<OpDesc>& Messages::ops(const bool* ready) {
+  for (size_t i = 0; i < ops_.size(); ++i) {
+    const auto [first, end] = ranges_[i];
+    ops_[i].segments = std::span<const IoSegment>(pieces_.data() + first, end - first);
+    if (ready != nullptr && ops_[i].kind == OpKind::Send) ops_[i].ready = ready + ops_[i].peer;
+  }
+  return ops_;
 }
 
 void agree(Communicator& comm, const char* call, const vigilMoeConfig* cfg, int64_t xType, int64_t last,
@@ -217,13 +245,10 @@ std::unique_ptr<Handle> dispatch(const std::shared_ptr<Communicator>& commPtr, c
   }
   h->recvRows = total;
 
-  // Where each row goes: into the workspace (per destination: rows, weights,
-  // scales, in (local expert, token) order), or, for this rank itself,
-  // straight into its final place in expandX.
+  // Staging order: per destination, its rows by (local expert, token). It
+  // is the order they travel in, and where combine brings them back to.
   std::vector<int64_t> next(h->sendCount.size());  // next index per (destination, local expert)
   h->stagingBase.assign(static_cast<size_t>(W) + 1, 0);
-  std::vector<size_t> wsData(static_cast<size_t>(W)), wsWeight(static_cast<size_t>(W)), wsScale(static_cast<size_t>(W));
-  size_t ws = 0;
   for (int d = 0; d < W; ++d) {
     int64_t sent = 0;
     for (int64_t i = h->destBase[static_cast<size_t>(d)]; i < h->destBase[static_cast<size_t>(d) + 1]; ++i) {
@@ -231,13 +256,6 @@ std::unique_ptr<Handle> dispatch(const std::shared_ptr<Communicator>& commPtr, c
       sent += h->sendCount[static_cast<size_t>(i)];
     }
     h->stagingBase[static_cast<size_t>(d) + 1] = h->stagingBase[static_cast<size_t>(d)] + sent;
-    if (d == me) continue;
-    wsData[static_cast<size_t>(d)] = ws;
-    ws += static_cast<size_t>(sent) * outRow;
-    wsWeight[static_cast<size_t>(d)] = ws;
-    ws += static_cast<size_t>(sent) * sizeof(float);
-    wsScale[static_cast<size_t>(d)] = ws;
-    ws += quant ? static_cast<size_t>(sent) * sizeof(float) : 0;
   }
   h->sentRows = h->stagingBase[static_cast<size_t>(W)];
   h->sentTokens.assign(static_cast<size_t>(W), {});
@@ -249,37 +267,46 @@ std::unique_ptr<Handle> dispatch(const std::shared_ptr<Communicator>& commPtr, c
     h->sentSlots[static_cast<size_t>(d)].resize(n);
   }
   h->rowOf.assign(static_cast<size_t>(a.bs * slots), -1);
-
-  auto* base = static_cast<uint8_t*>(workspace);
-  auto* expandX = static_cast<uint8_t*>(a.expandX);
-  const auto* x = static_cast<const uint8_t*>(a.x);
-  std::vector<float> v(quant ? static_cast<size_t>(H) : 0);
-  for (const Row& r : rows) {
+  std::vector<int32_t> order(static_cast<size_t>(h->sentRows));  // staging index -> index in `rows`
+  for (size_t i = 0; i < rows.size(); ++i) {
+    const Row& r = rows[i];
     const size_t d = static_cast<size_t>(r.dest);
-    const int64_t idx = next[static_cast<size_t>(h->destBase[d] + r.local)]++;  // index among the rows for d
+    const int64_t idx = next[static_cast<size_t>(h->destBase[d] + r.local)]++;
     h->sentTokens[d][static_cast<size_t>(idx)] = r.token;
     h->sentSlots[d][static_cast<size_t>(idx)] = r.slot;
     h->rowOf[static_cast<size_t>(r.token * slots + r.slot)] = h->stagingBase[d] + idx;
-    uint8_t* dst;
-    float *weight, *scale;
-    if (r.dest == me) {
-      // Final row: the block of (local expert, this rank), at the row's place in it.
-      int64_t inBlock = idx;
-      for (int64_t j = 0; j < r.local; ++j) inBlock -= h->sendCount[static_cast<size_t>(h->destBase[d] + j)];
-      const int64_t row = h->blockStart[static_cast<size_t>(me * L + r.local)] + inBlock;
-      dst = expandX + static_cast<size_t>(row) * outRow;
-      weight = a.expandScales ? a.expandScales + row : nullptr;
-      scale = quant ? a.dynamicScales + row : nullptr;
-    } else {
-      dst = base + wsData[d] + static_cast<size_t>(idx) * outRow;
-      weight = reinterpret_cast<float*>(base + wsWeight[d]) + idx;
-      scale = quant ? reinterpret_cast<float*>(base + wsScale[d]) + idx : nullptr;
+    order[static_cast<size_t>(h->stagingBase[d] + idx)] = static_cast<int32_t>(i);
+  }
+
+  // One message per peer and direction: [rows][weights][scales], each in
+  // (local expert, token) order. Unquantised rows go straight from x; the
+  // weights, and quantised rows with their scales, are packed per
+  // destination into the workspace, while earlier destinations' messages
+  // travel. The receiver scatters every message into its blocks in place.
+  auto* base = static_cast<uint8_t*>(workspace);
+  auto* expandX = static_cast<uint8_t*>(a.expandX);
+  const auto* x = static_cast<const uint8_t*>(a.x);
+  std::vector<float> droppedWeights(a.expandScales ? 0 : static_cast<size_t>(total));
+  float* weightsOut = a.expandScales ? a.expandScales : droppedWeights.data();
+  std::vector<size_t> packedAt(static_cast<size_t>(W));  // workspace offset of each destination's part
+  {
+    size_t ws = 0;
+    for (int d = 0; d < W; ++d) {
+      packedAt[static_cast<size_t>(d)] = ws;
+      if (d == me) continue;
+      const auto n =
+          static_cast<size_t>(h->stagingBase[static_cast<size_t>(d) + 1] - h->stagingBase[static_cast<size_t>(d)]);
+      ws += n * ((quant ? outRow + sizeof(float) : 0) + sizeof(float));
     }
-    const uint8_t* src = x + static_cast<size_t>(r.token) * inRow;
+  }
+  std::vector<float> v(quant ? static_cast<size_t>(H) : 0);
+  // One row as the receiver stores it, with its weight and scale.
+  auto packRow = [&](const Row& r, uint8_t* dst, uint8_t* weight, uint8_t* scale) {
     if (weight != nullptr) std::memcpy(weight, &r.weight, sizeof(float));  // the workspace may be unaligned
+    const uint8_t* src = x + static_cast<size_t>(r.token) * inRow;
     if (!quant) {
-      std::memcpy(dst, src, inRow);
-      continue;
+      if (dst != nullptr) std::memcpy(dst, src, inRow);
+      return;
     }
     // Dynamic int8 per row, fused into the packing.
     float amax = 0.0f;
@@ -295,44 +322,92 @@ std::unique_ptr<Handle> dispatch(const std::shared_ptr<Communicator>& commPtr, c
     }
     const float inverse = 1.0f / s;
     std::memcpy(scale, &inverse, sizeof(float));
-  }
-
-  // The rows, weights and scales of every (local expert, source) block land
-  // at their final place; messages to one peer keep their order.
-  std::vector<float> droppedWeights(a.expandScales ? 0 : static_cast<size_t>(total));
-  float* weightsOut = a.expandScales ? a.expandScales : droppedWeights.data();
-  std::vector<OpDesc> ops;
-  auto add = [&](OpKind kind, const void* send, void* recv, size_t bytes, int peer) {
-    ops.push_back(byteTransfer(kind, send, recv, bytes, peer));
   };
+  // Destination d's rows: to this rank itself, straight to their final place.
+  auto pack = [&](int d) {
+    const int64_t first = h->stagingBase[static_cast<size_t>(d)];
+    const auto n = static_cast<size_t>(h->stagingBase[static_cast<size_t>(d) + 1] - first);
+    if (d == me) {
+      int64_t idx = first;
+      for (int64_t j = 0; j < L; ++j) {
+        const int64_t start = h->blockStart[static_cast<size_t>(me * L + j)];
+        for (int64_t k = 0; k < h->blockRows[static_cast<size_t>(me * L + j)]; ++k, ++idx) {
+          const int64_t row = start + k;
+          packRow(rows[static_cast<size_t>(order[static_cast<size_t>(idx)])],
+                  expandX + static_cast<size_t>(row) * outRow, reinterpret_cast<uint8_t*>(weightsOut + row),
+                  quant ? reinterpret_cast<uint8_t*>(a.dynamicScales + row) : nullptr);
+        }
+      }
+      return;
+    }
+    uint8_t* part = base + packedAt[static_cast<size_t>(d)];
+    uint8_t* weights = part + (quant ? n * outRow : 0);
+    uint8_t* scales = weights + n * sizeof(float);
+    for (size_t k = 0; k < n; ++k) {
+      packRow(rows[static_cast<size_t>(order[static_cast<size_t>(first) + k])], quant ? part + k * outRow : nullptr,
+              weights + k * sizeof(float), quant ? scales + k * sizeof(float) : nullptr);
+    }
+  };
+
+  Messages messages(static_cast<size_t>(h->sentRows) + static_cast<size_t>(3 * W * L + W));
+  auto ready = std::make_unique<bool[]>(static_cast<size_t>(W));
   for (int d = 0; d < W; ++d) {
     if (d == me) continue;
-    size_t first = 0;
-    for (int64_t i = h->destBase[static_cast<size_t>(d)]; i < h->destBase[static_cast<size_t>(d) + 1]; ++i) {
-      const auto c = static_cast<size_t>(h->sendCount[static_cast<size_t>(i)]);
-      if (c == 0) continue;
-      add(OpKind::Send, base + wsData[static_cast<size_t>(d)] + first * outRow, nullptr, c * outRow, d);
-      add(OpKind::Send, base + wsWeight[static_cast<size_t>(d)] + first * sizeof(float), nullptr, c * sizeof(float), d);
-      if (quant) {
-        add(OpKind::Send, base + wsScale[static_cast<size_t>(d)] + first * sizeof(float), nullptr, c * sizeof(float),
-            d);
+    const int64_t first = h->stagingBase[static_cast<size_t>(d)];
+    const auto n = static_cast<size_t>(h->stagingBase[static_cast<size_t>(d) + 1] - first);
+    if (quant) {
+      messages.piece(base + packedAt[static_cast<size_t>(d)], n * (outRow + 2 * sizeof(float)));
+    } else {
+      for (size_t k = 0; k < n; ++k) {
+        messages.piece(
+            x + static_cast<size_t>(rows[static_cast<size_t>(order[static_cast<size_t>(first) + k])].token) * inRow,
+            inRow);
       }
-      first += c;
+      messages.piece(base + packedAt[static_cast<size_t>(d)], n * sizeof(float));
     }
+    messages.end(OpKind::Send, d);
   }
   for (int r = 0; r < W; ++r) {
     if (r == me) continue;
     for (int64_t j = 0; j < L; ++j) {
       const size_t b = static_cast<size_t>(r * L + j);
-      const auto c = static_cast<size_t>(h->blockRows[b]);
-      if (c == 0) continue;
-      const auto row = static_cast<size_t>(h->blockStart[b]);
-      add(OpKind::Recv, nullptr, expandX + row * outRow, c * outRow, r);
-      add(OpKind::Recv, nullptr, weightsOut + row, c * sizeof(float), r);
-      if (quant) add(OpKind::Recv, nullptr, a.dynamicScales + row, c * sizeof(float), r);
+      messages.piece(expandX + static_cast<size_t>(h->blockStart[b]) * outRow,
+                     static_cast<size_t>(h->blockRows[b]) * outRow);
     }
+    for (int64_t j = 0; j < L; ++j) {
+      const size_t b = static_cast<size_t>(r * L + j);
+      messages.piece(weightsOut + h->blockStart[b], static_cast<size_t>(h->blockRows[b]) * sizeof(float));
+    }
+    if (quant) {
+      for (int64_t j = 0; j < L; ++j) {
+        const size_t b = static_cast<size_t>(r * L + j);
+        messages.piece(a.dynamicScales + h->blockStart[b], static_cast<size_t>(h->blockRows[b]) * sizeof(float));
+      }
+    }
+    messages.end(OpKind::Recv, r);
   }
-  if (!ops.empty()) comm.runPointToPoint(ops);
+  // Packing, one destination per unit, starting after this rank (each rank
+  // feeds a different peer first) and ending with this rank's own rows.
+  using PackFn = decltype(pack);
+  class Packer final : public ExchangeWork {
+   public:
+    Packer(int me, int W, bool* ready, const PackFn& pack) : me_(me), W_(W), ready_(ready), pack_(pack) {}
+    bool pending() const override { return done_ < W_; }
+    void runOne() override {
+      const int d = (me_ + 1 + done_++) % W_;
+      pack_(d);
+      ready_[d] = true;
+    }
+
+   private:
+    int me_, W_, done_ = 0;
+    bool* ready_;
+    const PackFn& pack_;
+  };
+  Packer packer(me, W, ready.get(), pack);
+  std::vector<OpDesc>& ops = messages.ops(ready.get());
+  if (!ops.empty()) comm.runPointToPoint(ops, {}, &packer);
+  while (packer.pending()) packer.runOne();  // what the transfers did not wait for
   *a.recvRows = total;
   return h;
 }

@@ -5,10 +5,12 @@
 // (validate.cpp), agree with every other rank over the communicator before
 // anything moves (one all-gather of a fixed record: the config fields that
 // must agree and this rank's verdict), then exchange counts (an all-to-all of
-// rows per local expert) and rows: point-to-point messages that land each
-// (local expert, source rank) block at its final place in expandX, with its
-// weights and quantisation scales. Rows for this rank itself are packed in
-// place. Combine sends every block back the same way and sums per token.
+// rows per local expert) and rows: one message per peer and direction,
+// gathered from x (or from the packed int8 rows) and scattered on arrival
+// into every (local expert, source) block of expandX, with the weights and
+// scales. The packing of each destination runs while the messages to the
+// previous ones travel; rows for this rank itself are packed in place, last.
+// Combine sends every block back the same way and sums per token.
 //
 // Refusals write nothing: the outputs are touched only after the handshake
 // agreed on every rank.
@@ -97,8 +99,26 @@ void combine(const std::shared_ptr<Communicator>& comm, const vigilMoeConfig* cf
 void agree(Communicator& comm, const char* call, const vigilMoeConfig* cfg, int64_t xType, int64_t last,
            const char* lastName, const std::optional<Error>& own);
 
-// One point-to-point message of `bytes` bytes, for a batch.
-OpDesc byteTransfer(OpKind kind, const void* send, void* recv, size_t bytes, int peer);
+// The point-to-point messages of one exchange, each built from pieces of
+// memory (gathered when sent, scattered when received): one message per
+// peer and direction however the rows are laid out.
+class Messages {
+ public:
+  explicit Messages(size_t expectedPieces) { pieces_.reserve(expectedPieces); }
+  // Appends `bytes` at `data` to the message being built.
+  void piece(const void* data, size_t bytes);
+  // Ends the message being built: a send or receive with `peer` (none if empty).
+  void end(OpKind kind, int peer);
+  // The ops, their pieces attached (valid while this object lives). Sends
+  // wait for `ready[peer]` when `ready` is given.
+  std::vector<OpDesc>& ops(const bool* ready = nullptr);
+
+ private:
+  std::vector<OpDesc> ops_;
+  std::vector<IoSegment> pieces_;
+  std::vector<std::pair<size_t, size_t>> ranges_;  // per op: [first, end) in pieces_
+  size_t start_ = 0;                               // first piece of the message being built
+};
 
 // Element conversions for the MoE data types.
 float loadFloat(const uint8_t* row, int64_t index, vigilDataType_t type);

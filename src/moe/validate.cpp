@@ -49,12 +49,13 @@ uint64_t configDigest(const vigilMoeConfig& cfg) {
 }
 
 size_t dispatchWorkspaceBytes(const vigilMoeConfig& cfg, const vigilMoeDispatchArgs& args) {
-  // Every row this rank can send, packed per destination: the row, its
-  // weight and (quantised) its scale.
+  // Per row this rank can send, packed per destination: its weight, and
+  // when quantised, the int8 row and its scale. Unquantised rows travel
+  // straight from x.
+  (void)args;
   const auto slots = static_cast<size_t>(cfg.topK + cfg.sharedExpertNum);
-  const size_t rowBytes =
-      cfg.quantMode == 2 ? static_cast<size_t>(cfg.hidden) : static_cast<size_t>(cfg.hidden) * dtypeSize(args.xType);
-  return static_cast<size_t>(cfg.maxTokensPerRank) * slots * (rowBytes + 2 * sizeof(float));
+  const size_t perRow = cfg.quantMode == 2 ? static_cast<size_t>(cfg.hidden) + 2 * sizeof(float) : sizeof(float);
+  return static_cast<size_t>(cfg.maxTokensPerRank) * slots * perRow;
 }
 
 std::string configProblem(const vigilMoeConfig& c) {

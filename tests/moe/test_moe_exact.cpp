@@ -224,6 +224,11 @@ const std::vector<Named>& cases() {
       {"W3_q_ties_round_half_to_even_bf16",
        {.W = 3, .E = 6, .H = 32, .xType = vigilBfloat16, .quantMode = 2, .ties = true, .seed = 20}},
       {"W2_q_ties_round_half_to_even_f32", {.W = 2, .H = 32, .quantMode = 2, .ties = true, .seed = 26}},
+      // Messages larger than a socket buffer or a ring: partial writes and
+      // reads that stop inside a row or between the pieces of a message.
+      {"W4_f32_H2048_large_messages", {.W = 4, .E = 16, .H = 2048, .K = 4, .maxTokens = 64, .seed = 27}},
+      {"W3_q_bf16_H1536_large_messages",
+       {.W = 3, .E = 6, .H = 1536, .K = 2, .maxTokens = 48, .xType = vigilBfloat16, .quantMode = 2, .seed = 28}},
       {"W4_combine_bf16_after_f32_dispatch",
        {.W = 4, .E = 8, .bs = {2, 6, 3, 0}, .sharedX = true, .combineType = vigilBfloat16, .seed = 19}},
   };
