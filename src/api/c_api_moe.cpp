@@ -1,24 +1,65 @@
 // The C API of MoE dispatch/combine: argument plumbing around src/moe/.
-// A call with a stream first drains that stream (the operation then runs in
-// stream order, on the calling thread), so its handle is ready on return.
+//
+// Without a stream a call blocks. With one, the call checks what it can at
+// once and queues the operation (with copies of the config and argument
+// structs; the buffers they point to must stay valid until the stream gets
+// there, as for every queued operation). A refusal found at the call is
+// returned by the call and still queued, so that the other ranks hear it in
+// the handshake instead of waiting for this rank. The handle is returned at
+// once and filled when the dispatch runs: a combine queued on the same
+// stream follows it; any other use waits for it first; destroying it waits
+// for every queued use.
+
+#include <optional>
+#include <utility>
+#include <vector>
 
 #include "api/handles.hpp"
 #include "moe/moe.hpp"
+#include "runtime/group.hpp"
 #include "runtime/stream.hpp"
 #include "vigil/vigil.h"
 
 using namespace vigil;
 
-struct vigilMoeHandle : moe::Handle {};
+struct vigilMoeHandle : moe::Handle {
+  // Where the handle's dispatch and combines were queued: (stream, position).
+  std::vector<std::pair<std::shared_ptr<Stream>, uint64_t>> queued;
+
+  // Waits for the queued dispatch and combines that use this handle, except
+  // on `except` (work queued behind them there is ordered after them anyway).
+  void waitQueued(const Stream* except = nullptr) const {
+    for (const auto& [stream, position] : queued) {
+      if (stream.get() != except) stream->waitFor(position);
+    }
+  }
+  bool queuedOn(const Stream* stream) const {
+    for (const auto& entry : queued) {
+      if (stream != nullptr && entry.first.get() == stream && !stream->reached(entry.second)) return true;
+    }
+    return false;
+  }
+};
 
 namespace {
 
-void drain(vigilStream_t stream) {
-  if (std::shared_ptr<Stream> s = api::streamOf(stream)) s->synchronize();
-}
-
 void needOut(const void* p, const char* call, const char* name) {
   if (p == nullptr) ErrorBuilder(Errc::ApiNullArgument).op(call).cause(name, " is NULL").raise();
+}
+
+// MoE calls are collectives with a handshake of their own: not in a group.
+void notInGroup(const Communicator& c, const char* call) {
+  if (group::active()) c.error(Errc::MoeInGroup).op(call).cause(call, " was called inside a group").raise();
+}
+
+template <class T>
+std::optional<T> copyOf(const T* p) {
+  return p ? std::optional<T>(*p) : std::nullopt;
+}
+
+template <class T>
+const T* ptr(const std::optional<T>& v) {
+  return v ? &*v : nullptr;
 }
 
 }  // namespace
@@ -43,10 +84,37 @@ vigilResult_t vigilMoeDispatch(const vigilMoeConfig* cfg, const vigilMoeDispatch
     *handle = nullptr;
     std::shared_ptr<Communicator> c = api::acquire(comm);
     c->checkUsable();
-    drain(stream);
-    std::unique_ptr<moe::Handle> h = moe::dispatch(c, cfg, args, workspace, workspaceBytes);
-    auto* out = new vigilMoeHandle;
-    static_cast<moe::Handle&>(*out) = std::move(*h);
+    notInGroup(*c, "vigilMoeDispatch");
+    std::shared_ptr<Stream> s = api::streamOf(stream);
+    if (!s) {
+      auto out = std::make_unique<vigilMoeHandle>();
+      moe::dispatch(c, cfg, args, workspace, workspaceBytes, *out);
+      *handle = out.release();
+      return;
+    }
+    std::optional<Error> refused;
+    try {
+      moe::validateDispatch(*c, cfg, args, workspace, workspaceBytes, true);
+    } catch (const Error& e) {
+      refused = e;
+    }
+    vigilMoeHandle* out = nullptr;
+    if (!refused) {
+      out = new vigilMoeHandle;
+      out->comm = c;
+      out->commId = c.get();
+      out->configDigest = moe::configDigest(*cfg);
+    }
+    s->enqueue([c, cfg = copyOf(cfg), args = copyOf(args), workspace, workspaceBytes, refused, out] {
+      moe::Handle unused;
+      try {
+        moe::dispatch(c, ptr(cfg), ptr(args), workspace, workspaceBytes, out ? *out : unused, refused);
+      } catch (const Error&) {
+        if (!refused) throw;  // else the call returned it already
+      }
+    });
+    if (refused) throw *refused;
+    out->queued.emplace_back(s, s->position());
     *handle = out;
   });
 }
@@ -57,6 +125,8 @@ vigilResult_t vigilMoeCombineGetWorkspaceSize(const vigilMoeConfig* cfg, vigilMo
     needOut(workspaceBytes, "vigilMoeCombineGetWorkspaceSize", "workspaceBytes");
     needOut(cfg, "vigilMoeCombineGetWorkspaceSize", "cfg");
     std::shared_ptr<Communicator> c = api::acquire(comm);
+    moe::checkHandle(*c, *cfg, handle, "vigilMoeCombineGetWorkspaceSize", true);
+    handle->waitQueued();  // the size depends on the routing
     moe::checkHandle(*c, *cfg, handle, "vigilMoeCombineGetWorkspaceSize");
     *workspaceBytes = moe::combineWorkspaceBytes(*handle);
   });
@@ -67,8 +137,29 @@ vigilResult_t vigilMoeCombine(const vigilMoeConfig* cfg, vigilMoeHandle_t handle
   return api::guarded(comm, [&] {
     std::shared_ptr<Communicator> c = api::acquire(comm);
     c->checkUsable();
-    drain(stream);
-    moe::combine(c, cfg, handle, args, workspace, workspaceBytes);
+    notInGroup(*c, "vigilMoeCombine");
+    std::shared_ptr<Stream> s = api::streamOf(stream);
+    std::optional<Error> refused;
+    try {
+      // A handle whose dispatch is queued elsewhere is waited for; on this
+      // stream the combine simply comes after it, and is checked in full there.
+      if (cfg != nullptr) moe::checkHandle(*c, *cfg, handle, "vigilMoeCombine", true);
+      const bool behind = handle != nullptr && handle->queuedOn(s.get());
+      if (handle != nullptr) handle->waitQueued(s.get());
+      if (!behind) moe::checkCombine(*c, cfg, handle, args, workspace, workspaceBytes);
+    } catch (const Error& e) {
+      refused = e;
+    }
+    if (!s) return moe::combine(c, cfg, handle, args, workspace, workspaceBytes, refused);
+    s->enqueue([c, cfg = copyOf(cfg), handle, args = copyOf(args), workspace, workspaceBytes, refused] {
+      try {
+        moe::combine(c, ptr(cfg), handle, ptr(args), workspace, workspaceBytes, refused);
+      } catch (const Error&) {
+        if (!refused) throw;  // else the call returned it already
+      }
+    });
+    if (refused) throw *refused;
+    handle->queued.emplace_back(s, s->position());
   });
 }
 
@@ -81,6 +172,7 @@ vigilResult_t vigilMoeHandleDestroy(vigilMoeHandle_t handle) {
           .cause("the handle was already destroyed or is not a vigil MoE handle")
           .raise();
     }
+    handle->waitQueued();
     handle->magic = 0;
     delete handle;
   });

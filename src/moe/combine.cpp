@@ -13,35 +13,42 @@ size_t combineWorkspaceBytes(const Handle& h) {
   return static_cast<size_t>(h.sentRows) * static_cast<size_t>(h.hidden) * sizeof(float);
 }
 
+void checkCombine(const Communicator& comm, const vigilMoeConfig* cfg, const Handle* h, const vigilMoeCombineArgs* a,
+                  const void* workspace, size_t workspaceBytes) {
+  constexpr const char* kCall = "vigilMoeCombine";
+  if (cfg == nullptr || a == nullptr) {
+    comm.error(Errc::ApiNullArgument).op(kCall).cause(cfg ? "args" : "cfg", " is NULL").raise();
+  }
+  checkHandle(comm, *cfg, h, kCall);
+  if (a->xType != vigilFloat32 && a->xType != vigilFloat16 && a->xType != vigilBfloat16) {
+    comm.error(Errc::ApiBadDataType)
+        .op(kCall)
+        .cause("xType ", static_cast<int>(a->xType), " is not float32, float16 or bfloat16")
+        .raise();
+  }
+  if (a->expandX == nullptr && h->recvRows > 0)
+    comm.error(Errc::ApiNullArgument).op(kCall).cause("expandX is NULL").raise();
+  if (a->out == nullptr && h->bs > 0) comm.error(Errc::ApiNullArgument).op(kCall).cause("out is NULL").raise();
+  if (workspace == nullptr && combineWorkspaceBytes(*h) > 0) {
+    comm.error(Errc::ApiNullArgument).op(kCall).cause("workspace is NULL").raise();
+  }
+  if (workspaceBytes < combineWorkspaceBytes(*h)) {
+    comm.error(Errc::MoeTooSmall)
+        .op(kCall)
+        .cause("the workspace has ", workspaceBytes, " bytes, but this combine needs ", combineWorkspaceBytes(*h),
+               " (vigilMoeCombineGetWorkspaceSize)")
+        .raise();
+  }
+}
+
 void combine(const std::shared_ptr<Communicator>& commPtr, const vigilMoeConfig* cfg, const Handle* h,
-             const vigilMoeCombineArgs* a, void* workspace, size_t workspaceBytes) {
+             const vigilMoeCombineArgs* a, void* workspace, size_t workspaceBytes,
+             const std::optional<Error>& refused) {
   Communicator& comm = *commPtr;
   constexpr const char* kCall = "vigilMoeCombine";
-  std::optional<Error> own;
+  std::optional<Error> own = refused;
   try {
-    if (cfg == nullptr || a == nullptr) {
-      comm.error(Errc::ApiNullArgument).op(kCall).cause(cfg ? "args" : "cfg", " is NULL").raise();
-    }
-    checkHandle(comm, *cfg, h, kCall);
-    if (a->xType != vigilFloat32 && a->xType != vigilFloat16 && a->xType != vigilBfloat16) {
-      comm.error(Errc::ApiBadDataType)
-          .op(kCall)
-          .cause("xType ", static_cast<int>(a->xType), " is not float32, float16 or bfloat16")
-          .raise();
-    }
-    if (a->expandX == nullptr && h->recvRows > 0)
-      comm.error(Errc::ApiNullArgument).op(kCall).cause("expandX is NULL").raise();
-    if (a->out == nullptr && h->bs > 0) comm.error(Errc::ApiNullArgument).op(kCall).cause("out is NULL").raise();
-    if (workspace == nullptr && combineWorkspaceBytes(*h) > 0) {
-      comm.error(Errc::ApiNullArgument).op(kCall).cause("workspace is NULL").raise();
-    }
-    if (workspaceBytes < combineWorkspaceBytes(*h)) {
-      comm.error(Errc::MoeTooSmall)
-          .op(kCall)
-          .cause("the workspace has ", workspaceBytes, " bytes, but this combine needs ", combineWorkspaceBytes(*h),
-                 " (vigilMoeCombineGetWorkspaceSize)")
-          .raise();
-    }
+    if (!own) checkCombine(comm, cfg, h, a, workspace, workspaceBytes);
   } catch (const Error& e) {
     own = e;
   }

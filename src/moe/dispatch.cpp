@@ -139,13 +139,14 @@ void agree(Communicator& comm, const char* call, const vigilMoeConfig* cfg, int6
   }
 }
 
-std::unique_ptr<Handle> dispatch(const std::shared_ptr<Communicator>& commPtr, const vigilMoeConfig* cfgPtr,
-                                 const vigilMoeDispatchArgs* argsPtr, void* workspace, size_t workspaceBytes) {
+void dispatch(const std::shared_ptr<Communicator>& commPtr, const vigilMoeConfig* cfgPtr,
+              const vigilMoeDispatchArgs* argsPtr, void* workspace, size_t workspaceBytes, Handle& into,
+              const std::optional<Error>& refused) {
   Communicator& comm = *commPtr;
   const uint64_t dispatchId = comm.nextMoeDispatch();
-  std::optional<Error> own;
+  std::optional<Error> own = refused;
   try {
-    validateDispatch(comm, cfgPtr, argsPtr, workspace, workspaceBytes, true);
+    if (!own) validateDispatch(comm, cfgPtr, argsPtr, workspace, workspaceBytes, true);
   } catch (const Error& e) {
     own = e;
   }
@@ -162,10 +163,12 @@ std::unique_ptr<Handle> dispatch(const std::shared_ptr<Communicator>& commPtr, c
   const size_t inRow = static_cast<size_t>(H) * dtypeSize(a.xType);
   const size_t outRow = quant ? static_cast<size_t>(H) : inRow;
 
-  auto h = std::make_unique<Handle>();
-  h->comm = commPtr;
-  h->commId = &comm;
-  h->configDigest = configDigest(cfg);
+  Handle* const h = &into;
+  if (h->commId == nullptr) {  // else set when the dispatch was queued, and read meanwhile
+    h->comm = commPtr;
+    h->commId = &comm;
+    h->configDigest = configDigest(cfg);
+  }
   h->dispatchId = dispatchId;
   h->bs = a.bs;
   h->hidden = H;
@@ -409,7 +412,7 @@ std::unique_ptr<Handle> dispatch(const std::shared_ptr<Communicator>& commPtr, c
   if (!ops.empty()) comm.runPointToPoint(ops, {}, &packer);
   while (packer.pending()) packer.runOne();  // what the transfers did not wait for
   *a.recvRows = total;
-  return h;
+  h->complete = true;
 }
 
 }  // namespace vigil::moe

@@ -62,6 +62,9 @@ struct Handle {
   const Communicator* commId = nullptr;
   uint64_t configDigest = 0;
   uint64_t dispatchId = 0;  // this communicator's n-th dispatch, the same on every rank
+  // Set when its dispatch completed; until then (queued on a stream, or
+  // failed there) only the fields above are set.
+  bool complete = false;
   int64_t bs = 0;
   int64_t hidden = 0;
   int64_t slots = 0;  // K + Sh
@@ -84,12 +87,19 @@ struct Handle {
 // The handshake (moe.md "Validation" 6) and the exchange. Every rank calls
 // it, also one whose local checks fail (cfg or args may then be NULL): the
 // others must hear its verdict instead of waiting for it.
-std::unique_ptr<Handle> dispatch(const std::shared_ptr<Communicator>& comm, const vigilMoeConfig* cfg,
-                                 const vigilMoeDispatchArgs* args, void* workspace, size_t workspaceBytes);
+// Fills `into` (its comm, commId and configDigest may be set already: they
+// are then left alone). `refused`: this rank's refusal, found when the call
+// was queued; the handshake then only tells the others, and throws it again.
+void dispatch(const std::shared_ptr<Communicator>& comm, const vigilMoeConfig* cfg, const vigilMoeDispatchArgs* args,
+              void* workspace, size_t workspaceBytes, Handle& into, const std::optional<Error>& refused = {});
 
 size_t combineWorkspaceBytes(const Handle& h);
+// Combine's local checks. Throws Error.
+void checkCombine(const Communicator& comm, const vigilMoeConfig* cfg, const Handle* h, const vigilMoeCombineArgs* args,
+                  const void* workspace, size_t workspaceBytes);
 void combine(const std::shared_ptr<Communicator>& comm, const vigilMoeConfig* cfg, const Handle* h,
-             const vigilMoeCombineArgs* args, void* workspace, size_t workspaceBytes);
+             const vigilMoeCombineArgs* args, void* workspace, size_t workspaceBytes,
+             const std::optional<Error>& refused = {});
 
 // The all-gather every MoE call starts with: the config fields that must
 // agree, the data type, `last` (named `lastName`: the dispatch number) and
@@ -124,7 +134,9 @@ class Messages {
 float loadFloat(const uint8_t* row, int64_t index, vigilDataType_t type);
 void storeFloat(uint8_t* row, int64_t index, vigilDataType_t type, float value);
 
-// Throws VG-MOE-007 unless `h` came from a dispatch on `comm` with `cfg`.
-void checkHandle(const Communicator& comm, const vigilMoeConfig& cfg, const Handle* h, const char* call);
+// Throws VG-MOE-007 unless `h` came from a dispatch on `comm` with `cfg`
+// that completed (or, with `queuedOk`, that is queued).
+void checkHandle(const Communicator& comm, const vigilMoeConfig& cfg, const Handle* h, const char* call,
+                 bool queuedOk = false);
 
 }  // namespace vigil::moe

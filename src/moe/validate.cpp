@@ -174,12 +174,14 @@ void validateDispatch(const Communicator& comm, const vigilMoeConfig* cfg, const
   }
 }
 
-void checkHandle(const Communicator& comm, const vigilMoeConfig& cfg, const Handle* h, const char* call) {
+void checkHandle(const Communicator& comm, const vigilMoeConfig& cfg, const Handle* h, const char* call,
+                 bool queuedOk) {
   auto fail = [&](const auto&... why) { comm.error(Errc::MoeBadHandle).op(call).cause(why...).raise(); };
   if (h == nullptr || h->magic != Handle::kLive) fail("the handle is NULL, destroyed or not a vigil MoE handle");
   if (h->commId != &comm) fail("the handle comes from a dispatch on another communicator");
-  if (configDigest(cfg) != h->configDigest) {
-    fail("the configuration differs from the one of the handle's dispatch (dispatch ", h->dispatchId, ")");
+  if (configDigest(cfg) != h->configDigest) fail("the configuration differs from the one of the handle's dispatch");
+  if (!queuedOk && !h->complete) {
+    fail("the handle's dispatch did not complete: it failed on its stream (vigilStreamSynchronize returns why)");
   }
 }
 
