@@ -358,10 +358,34 @@ inline void checkRoundTrip(const Case& k, int64_t rank, const RankBuffers& b) {
   }
 }
 
+// Combine's inputs on this rank (the reference's expert outputs, with some
+// slack after each buffer) and its output, pre-filled with kFill.
+struct CombineBuffers {
+  std::vector<uint8_t> expertOut, sharedX, out;
+  std::vector<float> scales;
+  size_t outBytes = 0;
+  vigilMoeCombineArgs args{};
+
+  CombineBuffers(const Case& k, int64_t rank)
+      : expertOut(k.cin.expertOut[rank]), sharedX(k.cin.sharedX[rank]), scales(k.cin.scales[rank]) {
+    outBytes = static_cast<size_t>(k.in.ranks[rank].bs * k.in.cfg.H) * elemSize(k.cin.xType);
+    out.assign(outBytes + 64, kFill);
+    expertOut.resize(expertOut.size() + 16, 0);
+    sharedX.resize(sharedX.size() + 16, 0);
+    scales.resize(scales.size() + 4, 1.0f);
+    args.expandX = expertOut.data();
+    args.xType = k.cin.xType;
+    args.expertScales = k.cin.scales[rank].empty() ? nullptr : scales.data();
+    args.sharedExpertX = k.cin.sharedX[rank].empty() ? nullptr : sharedX.data();
+    args.out = out.data();
+  }
+  CombineBuffers(const CombineBuffers&) = delete;
+  CombineBuffers& operator=(const CombineBuffers&) = delete;
+};
+
 // One dispatch + combine on this rank, checked against the reference. Appends
 // every output byte to `capture` when given. Returns false when a call failed.
 inline bool runExact(int64_t rank, vigilComm_t comm, const Case& k, std::vector<uint8_t>* capture = nullptr) {
-  const Config& c = k.in.cfg;
   RankBuffers b(k, rank);
   EXPECT_EQ(vigilMoeRequiredRows(&b.cfg, static_cast<int>(rank)), b.capacity) << "rank " << rank;
   vigilMoeDispatchArgs a = b.args();
@@ -380,18 +404,10 @@ inline bool runExact(int64_t rank, vigilComm_t comm, const Case& k, std::vector<
   checkDispatch(k, rank, b);
   checkRoundTrip(k, rank, b);
 
-  const size_t outBytes = static_cast<size_t>(k.in.ranks[rank].bs * c.H) * elemSize(k.cin.xType);
-  std::vector<uint8_t> expertOut(k.cin.expertOut[rank]), sharedX(k.cin.sharedX[rank]), out(outBytes + 64, kFill);
-  expertOut.resize(expertOut.size() + 16, 0);
-  sharedX.resize(sharedX.size() + 16, 0);
-  std::vector<float> scales(k.cin.scales[rank]);
-  scales.resize(scales.size() + 4, 1.0f);
-  vigilMoeCombineArgs ca{};
-  ca.expandX = expertOut.data();
-  ca.xType = k.cin.xType;
-  ca.expertScales = k.cin.scales[rank].empty() ? nullptr : scales.data();
-  ca.sharedExpertX = k.cin.sharedX[rank].empty() ? nullptr : sharedX.data();
-  ca.out = out.data();
+  CombineBuffers cb(k, rank);
+  const size_t outBytes = cb.outBytes;
+  std::vector<uint8_t>& out = cb.out;
+  vigilMoeCombineArgs ca = cb.args;
   size_t cws = 0;
   rc = vigilMoeCombineGetWorkspaceSize(&b.cfg, h, comm, &cws);
   EXPECT_EQ(rc, vigilSuccess) << "rank " << rank << " combine first phase: " << vigilGetLastError(comm);

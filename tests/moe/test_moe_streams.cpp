@@ -24,7 +24,6 @@ struct StreamGuard {
 // destroyed before the stream is synchronized; then every output checked.
 void runQueued(int64_t rank, vigilComm_t comm, const Case& k) {
   const std::string at = "rank " + std::to_string(rank);
-  const Config& c = k.in.cfg;
   StreamGuard stream;
   RankBuffers b(k, rank);
   vigilMoeDispatchArgs a = b.args();
@@ -36,18 +35,8 @@ void runQueued(int64_t rank, vigilComm_t comm, const Case& k) {
       << at << ": " << vigilGetLastError(comm);
   ASSERT_NE(h, nullptr) << at;
 
-  const size_t outBytes = static_cast<size_t>(k.in.ranks[rank].bs * c.H) * elemSize(k.cin.xType);
-  std::vector<uint8_t> expertOut(k.cin.expertOut[rank]), sharedX(k.cin.sharedX[rank]), out(outBytes + 64, kFill);
-  expertOut.resize(expertOut.size() + 16, 0);
-  sharedX.resize(sharedX.size() + 16, 0);
-  std::vector<float> scales(k.cin.scales[rank]);
-  scales.resize(scales.size() + 4, 1.0f);
-  vigilMoeCombineArgs ca{};
-  ca.expandX = expertOut.data();
-  ca.xType = k.cin.xType;
-  ca.expertScales = k.cin.scales[rank].empty() ? nullptr : scales.data();
-  ca.sharedExpertX = k.cin.sharedX[rank].empty() ? nullptr : sharedX.data();
-  ca.out = out.data();
+  CombineBuffers cb(k, rank);
+  vigilMoeCombineArgs ca = cb.args;
   size_t cws = 0;  // waits for the queued dispatch: the size depends on its routing
   ASSERT_EQ(vigilMoeCombineGetWorkspaceSize(&b.cfg, h, comm, &cws), vigilSuccess) << vigilGetLastError(comm);
   std::vector<uint8_t> cwork(std::max<size_t>(cws, 1), kFill);
@@ -61,8 +50,8 @@ void runQueued(int64_t rank, vigilComm_t comm, const Case& k) {
 
   checkDispatch(k, rank, b);
   checkRoundTrip(k, rank, b);
-  expectSameBytes(out.data(), k.refOut[rank].data(), outBytes, at + " combine out");
-  expectUnwritten(out, outBytes, at + " combine out beyond bs rows");
+  expectSameBytes(cb.out.data(), k.refOut[rank].data(), cb.outBytes, at + " combine out");
+  expectUnwritten(cb.out, cb.outBytes, at + " combine out beyond bs rows");
 }
 
 class MoeQueued : public ::testing::TestWithParam<int> {};
