@@ -1,0 +1,310 @@
+// The collectives and point-to-point calls of vigil.Communicator on numpy
+// arrays: check the arrays (layout, dtype, sizes) against the call, make the
+// output, and hand the C call to Comm::issue (blocking, grouped or async).
+
+#include <pybind11/stl.h>
+
+#include <numeric>
+
+#include "arrays.hpp"
+#include "communicator.hpp"
+#include "docstrings.hpp"
+
+namespace py = pybind11;
+
+namespace vigil::python {
+namespace {
+
+using CommClass = py::class_<Comm, std::shared_ptr<Comm>>;
+
+void checkRoot(const Comm& comm, int root, const Where& where) {
+  if (root < 0 || root >= comm.size()) {
+    refuse("VG-API-004", where, "root " + std::to_string(root) + " is outside [0, " + std::to_string(comm.size()) + ")",
+           "pass a root between 0 and size - 1, the same on every rank");
+  }
+}
+
+// The input of a call, checked: its array and vigil type.
+struct Input {
+  py::array array;
+  vigilDataType_t type;
+};
+
+Input input(const py::object& value, const char* name, const py::object& dtype, const Where& where) {
+  py::array array = requireArray(value, name, where, false);
+  return {array, elementType(array, name, parseDataType(dtype, where), where)};
+}
+
+size_t divided(const py::array& whole, const char* name, int parts, const Where& where) {
+  if (whole.size() % parts != 0) {
+    refuse("VG-PY-001", where,
+           std::string(name) + " (" + describe(whole) + ") has " + std::to_string(whole.size()) +
+               " elements, which the " + std::to_string(parts) + " ranks cannot share equally",
+           "pass a number of elements that is a multiple of the communicator size");
+  }
+  return static_cast<size_t>(whole.size()) / parts;
+}
+
+// The raw pointers and type of a call, taken while the GIL is held: the C
+// call runs without it and must not touch Python objects.
+struct Buffers {
+  const void* send = nullptr;
+  void* recv = nullptr;
+  vigilDataType_t type = vigilFloat32;
+};
+
+py::object allReduce(Comm& comm, const py::object& send, const py::object& out, const py::object& op,
+                     const py::object& dtype, bool asyncOp) {
+  const Where where = comm.where("all_reduce");
+  Input in = input(send, "send", dtype, where);
+  const vigilRedOp_t redOp = parseRedOp(op, where);
+  const size_t count = in.array.size();
+  py::array result = outputArray(out, in.array, count, shapeOf(in.array), where);
+  const Buffers b{in.array.data(), result.mutable_data(), in.type};
+  return comm.issue(where.op, asyncOp, {in.array, result}, result, [=](vigilComm_t c, vigilStream_t s) {
+    return vigilAllReduce(b.send, b.recv, count, b.type, redOp, c, s);
+  });
+}
+
+py::object broadcast(Comm& comm, const py::object& send, const py::object& out, int root, const py::object& dtype,
+                     bool asyncOp) {
+  const Where where = comm.where("broadcast");
+  checkRoot(comm, root, where);
+  if (send.is_none()) {
+    if (comm.rank() == root) refuse("VG-PY-001", where, "send is None on the root", "pass the array to broadcast");
+    if (out.is_none()) {
+      refuse("VG-PY-001", where, "send and out are both None on a non-root rank",
+             "pass out (the array to receive into) or send (an array of the same shape and dtype)");
+    }
+    py::array result = requireArray(out, "out", where, true);
+    const Buffers b{nullptr, result.mutable_data(), elementType(result, "out", parseDataType(dtype, where), where)};
+    const size_t count = result.size();
+    return comm.issue(where.op, asyncOp, {result}, result, [=](vigilComm_t c, vigilStream_t s) {
+      return vigilBroadcast(nullptr, b.recv, count, b.type, root, c, s);
+    });
+  }
+  Input in = input(send, "send", dtype, where);
+  const size_t count = in.array.size();
+  py::array result = outputArray(out, in.array, count, shapeOf(in.array), where);
+  const Buffers b{in.array.data(), result.mutable_data(), in.type};
+  return comm.issue(where.op, asyncOp, {in.array, result}, result, [=](vigilComm_t c, vigilStream_t s) {
+    return vigilBroadcast(b.send, b.recv, count, b.type, root, c, s);
+  });
+}
+
+py::object reduce(Comm& comm, const py::object& send, const py::object& out, int root, const py::object& op,
+                  const py::object& dtype, bool asyncOp) {
+  const Where where = comm.where("reduce");
+  checkRoot(comm, root, where);
+  Input in = input(send, "send", dtype, where);
+  const vigilRedOp_t redOp = parseRedOp(op, where);
+  const size_t count = in.array.size();
+  const bool isRoot = comm.rank() == root;
+  // Only the root receives; elsewhere out is used only when given (in place).
+  py::object result = py::none();
+  Buffers b{in.array.data(), nullptr, in.type};
+  if (isRoot || !out.is_none()) {
+    py::array array = outputArray(out, in.array, count, shapeOf(in.array), where);
+    b.recv = array.mutable_data();
+    result = array;
+  }
+  py::object returned = isRoot ? result : py::none();
+  return comm.issue(where.op, asyncOp, {in.array, result}, returned, [=](vigilComm_t c, vigilStream_t s) {
+    return vigilReduce(b.send, b.recv, count, b.type, redOp, root, c, s);
+  });
+}
+
+py::object allGather(Comm& comm, const py::object& send, const py::object& out, const py::object& dtype, bool asyncOp) {
+  const Where where = comm.where("all_gather");
+  Input in = input(send, "send", dtype, where);
+  const size_t count = in.array.size();
+  py::array result = outputArray(out, in.array, count * comm.size(), stackedShape(in.array, comm.size()), where);
+  const Buffers b{in.array.data(), result.mutable_data(), in.type};
+  return comm.issue(where.op, asyncOp, {in.array, result}, result, [=](vigilComm_t c, vigilStream_t s) {
+    return vigilAllGather(b.send, b.recv, count, b.type, c, s);
+  });
+}
+
+py::object reduceScatter(Comm& comm, const py::object& send, const py::object& out, const py::object& op,
+                         const py::object& dtype, bool asyncOp) {
+  const Where where = comm.where("reduce_scatter");
+  Input in = input(send, "send", dtype, where);
+  const vigilRedOp_t redOp = parseRedOp(op, where);
+  const size_t count = divided(in.array, "send", comm.size(), where);
+  py::array result = outputArray(out, in.array, count, shareShape(in.array, comm.size()), where);
+  const Buffers b{in.array.data(), result.mutable_data(), in.type};
+  return comm.issue(where.op, asyncOp, {in.array, result}, result, [=](vigilComm_t c, vigilStream_t s) {
+    return vigilReduceScatter(b.send, b.recv, count, b.type, redOp, c, s);
+  });
+}
+
+py::object allToAll(Comm& comm, const py::object& send, const py::object& out, const py::object& dtype, bool asyncOp) {
+  const Where where = comm.where("all_to_all");
+  Input in = input(send, "send", dtype, where);
+  const size_t count = divided(in.array, "send", comm.size(), where);
+  py::array result = outputArray(out, in.array, in.array.size(), shapeOf(in.array), where);
+  const Buffers b{in.array.data(), result.mutable_data(), in.type};
+  return comm.issue(where.op, asyncOp, {in.array, result}, result,
+                    [=](vigilComm_t c, vigilStream_t s) { return vigilAllToAll(b.send, b.recv, count, b.type, c, s); });
+}
+
+// Displacements given, or packed (the exclusive prefix sums of the counts).
+std::vector<size_t> displacements(const py::object& given, const std::vector<size_t>& counts, const char* name, int n,
+                                  const Where& where) {
+  if (!given.is_none()) return countList(given, name, n, where);
+  std::vector<size_t> packed(counts.size(), 0);
+  std::exclusive_scan(counts.begin(), counts.end(), packed.begin(), size_t{0});
+  return packed;
+}
+
+// The elements [displ, displ + count) of every rank must lie inside the array.
+size_t extent(const std::vector<size_t>& counts, const std::vector<size_t>& displs) {
+  size_t end = 0;
+  for (size_t r = 0; r < counts.size(); ++r) {
+    if (counts[r] > 0) end = std::max(end, displs[r] + counts[r]);
+  }
+  return end;
+}
+
+py::object allToAllV(Comm& comm, const py::object& send, const py::object& sendCounts, const py::object& recvCounts,
+                     const py::object& out, const py::object& sendDispls, const py::object& recvDispls,
+                     const py::object& dtype, bool asyncOp) {
+  const Where where = comm.where("all_to_all_v");
+  const int n = comm.size();
+  Input in = input(send, "send", dtype, where);
+  const std::vector<size_t> sc = countList(sendCounts, "send_counts", n, where);
+  const std::vector<size_t> sd = displacements(sendDispls, sc, "send_displs", n, where);
+  const std::vector<size_t> rc = countList(recvCounts, "recv_counts", n, where);
+  const std::vector<size_t> rd = displacements(recvDispls, rc, "recv_displs", n, where);
+  const size_t sendEnd = extent(sc, sd);
+  if (sendEnd > static_cast<size_t>(in.array.size())) {
+    refuse("VG-PY-001", where,
+           "send_counts and send_displs reach element " + std::to_string(sendEnd) + " but send (" + describe(in.array) +
+               ") has " + std::to_string(in.array.size()),
+           "pass counts and displacements that stay inside send");
+  }
+  const size_t recvEnd = extent(rc, rd);
+  py::array result;
+  if (out.is_none()) {
+    result = py::array(in.array.dtype(), std::vector<py::ssize_t>{static_cast<py::ssize_t>(recvEnd)});
+  } else {
+    result = requireArray(out, "out", where, true);
+    requireSameDtype(result, in.array, where);
+    if (recvEnd > static_cast<size_t>(result.size())) {
+      refuse("VG-PY-001", where,
+             "recv_counts and recv_displs reach element " + std::to_string(recvEnd) + " but out (" + describe(result) +
+                 ") has " + std::to_string(result.size()),
+             "pass an out array that holds every rank's block (or out=None)");
+    }
+  }
+  // vigil copies the counts when it queues the operation (group or stream):
+  // they need to live only for the call.
+  const Buffers b{in.array.data(), result.mutable_data(), in.type};
+  return comm.issue(where.op, asyncOp, {in.array, result}, result, [&](vigilComm_t c, vigilStream_t s) {
+    return vigilAllToAllV(b.send, sc.data(), sd.data(), b.recv, rc.data(), rd.data(), b.type, c, s);
+  });
+}
+
+py::object gather(Comm& comm, const py::object& send, const py::object& out, int root, const py::object& dtype,
+                  bool asyncOp) {
+  const Where where = comm.where("gather");
+  checkRoot(comm, root, where);
+  Input in = input(send, "send", dtype, where);
+  const size_t count = in.array.size();
+  Buffers b{in.array.data(), nullptr, in.type};
+  if (comm.rank() != root) {  // only the root receives
+    return comm.issue(where.op, asyncOp, {in.array}, py::none(), [=](vigilComm_t c, vigilStream_t s) {
+      return vigilGather(b.send, nullptr, count, b.type, root, c, s);
+    });
+  }
+  py::array result = outputArray(out, in.array, count * comm.size(), stackedShape(in.array, comm.size()), where);
+  b.recv = result.mutable_data();
+  return comm.issue(where.op, asyncOp, {in.array, result}, result, [=](vigilComm_t c, vigilStream_t s) {
+    return vigilGather(b.send, b.recv, count, b.type, root, c, s);
+  });
+}
+
+py::object scatter(Comm& comm, const py::object& send, const py::object& out, int root, const py::object& dtype,
+                   bool asyncOp) {
+  const Where where = comm.where("scatter");
+  checkRoot(comm, root, where);
+  const bool isRoot = comm.rank() == root;
+  if (send.is_none()) {
+    if (isRoot) refuse("VG-PY-001", where, "send is None on the root", "pass the array to scatter on the root");
+    if (out.is_none()) {
+      refuse("VG-PY-001", where, "send and out are both None on a non-root rank",
+             "pass out (this rank's share), or send (an array shaped like the root's)");
+    }
+    py::array result = requireArray(out, "out", where, true);
+    const Buffers b{nullptr, result.mutable_data(), elementType(result, "out", parseDataType(dtype, where), where)};
+    const size_t count = result.size();
+    return comm.issue(where.op, asyncOp, {result}, result, [=](vigilComm_t c, vigilStream_t s) {
+      return vigilScatter(nullptr, b.recv, count, b.type, root, c, s);
+    });
+  }
+  Input in = input(send, "send", dtype, where);
+  const size_t count = divided(in.array, "send", comm.size(), where);
+  py::array result = outputArray(out, in.array, count, shareShape(in.array, comm.size()), where);
+  // Only the root's send is read; elsewhere it gives the shape of out.
+  const Buffers b{isRoot ? in.array.data() : nullptr, result.mutable_data(), in.type};
+  return comm.issue(where.op, asyncOp, {in.array, result}, result, [=](vigilComm_t c, vigilStream_t s) {
+    return vigilScatter(b.send, b.recv, count, b.type, root, c, s);
+  });
+}
+
+py::object barrier(Comm& comm, bool asyncOp) {
+  return comm.issue("barrier", asyncOp, {}, py::none(),
+                    [](vigilComm_t c, vigilStream_t s) { return vigilBarrier(c, s); });
+}
+
+py::object send(Comm& comm, const py::object& array, int peer, const py::object& dtype, bool asyncOp) {
+  const Where where = comm.where("send");
+  Input in = input(array, "array", dtype, where);
+  const size_t count = in.array.size();
+  const Buffers b{in.array.data(), nullptr, in.type};
+  return comm.issue(where.op, asyncOp, {in.array}, py::none(),
+                    [=](vigilComm_t c, vigilStream_t s) { return vigilSend(b.send, count, b.type, peer, c, s); });
+}
+
+py::object recv(Comm& comm, const py::object& out, int peer, const py::object& dtype, bool asyncOp) {
+  const Where where = comm.where("recv");
+  py::array result = requireArray(out, "out", where, true);
+  const Buffers b{nullptr, result.mutable_data(), elementType(result, "out", parseDataType(dtype, where), where)};
+  const size_t count = result.size();
+  return comm.issue(where.op, asyncOp, {result}, result,
+                    [=](vigilComm_t c, vigilStream_t s) { return vigilRecv(b.recv, count, b.type, peer, c, s); });
+}
+
+}  // namespace
+
+void registerCollectives(CommClass& cls) {
+  py::options options;
+  options.disable_function_signatures();
+  const auto kw = py::kw_only();
+  cls.def("all_reduce", &allReduce, doc::kAllReduce.c_str(), py::arg("send"), py::arg("out") = py::none(), kw,
+          py::arg("op") = "sum", py::arg("dtype") = py::none(), py::arg("async_op") = false);
+  cls.def("broadcast", &broadcast, doc::kBroadcast.c_str(), py::arg("send"), py::arg("out") = py::none(), kw,
+          py::arg("root") = 0, py::arg("dtype") = py::none(), py::arg("async_op") = false);
+  cls.def("reduce", &reduce, doc::kReduce.c_str(), py::arg("send"), py::arg("out") = py::none(), kw,
+          py::arg("root") = 0, py::arg("op") = "sum", py::arg("dtype") = py::none(), py::arg("async_op") = false);
+  cls.def("all_gather", &allGather, doc::kAllGather.c_str(), py::arg("send"), py::arg("out") = py::none(), kw,
+          py::arg("dtype") = py::none(), py::arg("async_op") = false);
+  cls.def("reduce_scatter", &reduceScatter, doc::kReduceScatter.c_str(), py::arg("send"), py::arg("out") = py::none(),
+          kw, py::arg("op") = "sum", py::arg("dtype") = py::none(), py::arg("async_op") = false);
+  cls.def("all_to_all", &allToAll, doc::kAllToAll.c_str(), py::arg("send"), py::arg("out") = py::none(), kw,
+          py::arg("dtype") = py::none(), py::arg("async_op") = false);
+  cls.def("all_to_all_v", &allToAllV, doc::kAllToAllV.c_str(), py::arg("send"), py::arg("send_counts"),
+          py::arg("recv_counts"), py::arg("out") = py::none(), kw, py::arg("send_displs") = py::none(),
+          py::arg("recv_displs") = py::none(), py::arg("dtype") = py::none(), py::arg("async_op") = false);
+  cls.def("gather", &gather, doc::kGather.c_str(), py::arg("send"), py::arg("out") = py::none(), kw,
+          py::arg("root") = 0, py::arg("dtype") = py::none(), py::arg("async_op") = false);
+  cls.def("scatter", &scatter, doc::kScatter.c_str(), py::arg("send"), py::arg("out") = py::none(), kw,
+          py::arg("root") = 0, py::arg("dtype") = py::none(), py::arg("async_op") = false);
+  cls.def("barrier", &barrier, doc::kBarrier.c_str(), kw, py::arg("async_op") = false);
+  cls.def("send", &send, doc::kSend.c_str(), py::arg("array"), py::arg("peer"), kw, py::arg("dtype") = py::none(),
+          py::arg("async_op") = false);
+  cls.def("recv", &recv, doc::kRecv.c_str(), py::arg("out"), py::arg("peer"), kw, py::arg("dtype") = py::none(),
+          py::arg("async_op") = false);
+}
+
+}  // namespace vigil::python

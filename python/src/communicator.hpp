@@ -1,0 +1,138 @@
+#pragma once
+// vigil.Communicator: one vigilComm_t, its stream for async_op=True, the
+// handles (vigil.Work) of its operations in flight, and the thread's open
+// group (vigil.group()). Every call that can wait releases the GIL.
+
+#include <pybind11/pybind11.h>
+
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "errors.hpp"
+#include "vigil/vigil.h"
+
+namespace vigil::python {
+
+// Owns a vigilStream_t: operations with async_op=True of one communicator run
+// on it in issue order.
+class StreamOwner {
+ public:
+  StreamOwner();
+  ~StreamOwner();
+  StreamOwner(const StreamOwner&) = delete;
+  StreamOwner& operator=(const StreamOwner&) = delete;
+  vigilStream_t get() const { return stream_; }
+
+ private:
+  vigilStream_t stream_ = nullptr;
+};
+
+// vigil.Work: an operation issued with async_op=True. It holds the arrays
+// the operation reads and writes until it is destroyed, and the communicator
+// holds it until the operation completed, so no buffer is freed while the
+// stream's worker uses it.
+class Work {
+ public:
+  Work(vigilEvent_t event, std::vector<pybind11::object> keep, pybind11::object result, std::string op);
+  ~Work();
+  Work(const Work&) = delete;
+  Work& operator=(const Work&) = delete;
+
+  pybind11::object wait();
+  bool isCompleted();
+  // Completed, without raising (the error is for wait()).
+  bool reached() const;
+  const std::string& op() const { return op_; }
+
+ private:
+  vigilEvent_t event_;
+  std::vector<pybind11::object> keep_;
+  pybind11::object result_;
+  std::string op_;
+};
+
+struct InitOptions {
+  pybind11::object timeout = pybind11::none();         // seconds
+  pybind11::object connectTimeout = pybind11::none();  // seconds
+  pybind11::object name = pybind11::none();
+  pybind11::object fingerprint = pybind11::none();
+  pybind11::object nanCheck = pybind11::none();
+  pybind11::object bufferGuard = pybind11::none();
+};
+
+// The C call of one operation, given the communicator and the stream (NULL: blocking).
+using OpCall = std::function<vigilResult_t(vigilComm_t, vigilStream_t)>;
+
+class Comm {
+ public:
+  Comm(vigilComm_t comm, std::string name);
+  ~Comm();
+  Comm(const Comm&) = delete;
+  Comm& operator=(const Comm&) = delete;
+
+  static std::shared_ptr<Comm> fromRootInfo(const std::string& rootInfo, int rank, int worldSize,
+                                            const InitOptions& options);
+  static std::shared_ptr<Comm> fromEnv();
+
+  int rank() const { return rank_; }
+  int size() const { return size_; }
+  const std::string& name() const { return name_; }
+  bool closed() const { return comm_ == nullptr; }
+  Where where(const std::string& op) const { return Where{rank_, size_, op}; }
+  // The live handle; refuses VG-API-007 after close() or abort().
+  vigilComm_t handle(const std::string& op) const;
+
+  // Runs one operation: blocking, queued in the thread's open group, or (with
+  // asyncOp) on this communicator's stream, returning a vigil.Work. `keep` are
+  // the arrays the operation uses; `result` is what the call returns.
+  pybind11::object issue(const std::string& op, bool asyncOp, std::vector<pybind11::object> keep,
+                         pybind11::object result, const OpCall& call);
+  // Waits for this communicator's async operations (so that a blocking call
+  // after them runs after them on every rank).
+  void drain();
+
+  std::shared_ptr<Comm> split(int color, int key);
+  pybind11::object asyncError();
+  void dumpFlightRecorder(const pybind11::object& path);
+  void finalize();
+  void close();
+  void abort();
+
+ private:
+  void prune();
+
+  vigilComm_t comm_;
+  int rank_ = -1;
+  int size_ = 0;
+  std::string name_;
+  std::shared_ptr<StreamOwner> stream_;
+  std::vector<std::shared_ptr<Work>> pending_;
+};
+
+// vigil.group(): vigilGroupStart on entry, vigilGroupEnd on exit; the arrays
+// of the operations issued inside are held until the batch completed.
+class Group {
+ public:
+  Group() = default;
+  ~Group();
+  Group(const Group&) = delete;
+  Group& operator=(const Group&) = delete;
+  Group(Group&&) = default;
+  void enter();
+  void exit(const pybind11::object& excType);
+
+ private:
+  std::vector<pybind11::object> keep_;
+  bool entered_ = false;
+  bool outermost_ = false;
+};
+
+bool groupOpen();
+
+void registerCommunicator(pybind11::module_& m);
+void registerCollectives(pybind11::class_<Comm, std::shared_ptr<Comm>>& cls);
+void registerMoe(pybind11::module_& m, pybind11::class_<Comm, std::shared_ptr<Comm>>& cls);
+
+}  // namespace vigil::python

@@ -1,0 +1,154 @@
+#pragma once
+// The docstrings of vigil.Communicator's operations: what help() shows.
+// Built once from shared paragraphs (parameters every operation takes).
+
+#include <string>
+
+namespace vigil::python::doc {
+
+inline const std::string kDtype =
+    "dtype : str or DataType, optional\n"
+    "    Only for bfloat16 (numpy has none): dtype='bfloat16' with uint16 arrays holding bfloat16 bit\n"
+    "    patterns. Otherwise the arrays' dtype is used: int8, uint8, int32, uint32, int64, uint64,\n"
+    "    float16, float32, float64 (ml_dtypes.bfloat16 arrays are bfloat16 too).\n";
+inline const std::string kAsync =
+    "async_op : bool\n"
+    "    False (default): the call returns when the operation is done. True: it returns a Work at once\n"
+    "    (the operation runs in issue order on this communicator's stream); Work.wait() returns what the\n"
+    "    call would have returned. The Work holds the arrays until the operation completed.\n";
+inline const std::string kRaises =
+    "\nRaises\n------\n"
+    "InvalidUsageError\n"
+    "    Before anything is sent, for arrays or arguments that do not fit the call (VG-PY-001, VG-API-*).\n"
+    "Error\n"
+    "    A subclass naming the cause when the operation fails on the wire: MismatchError (ranks called\n"
+    "    different operations), TimeoutError, RemoteError (a peer died or left), AbortedError, ...\n";
+inline const std::string kRoot = "root : int\n    The rank that holds the data (default 0), the same on every rank.\n";
+inline const std::string kOp = "op : str or ReduceOp\n    'sum' (default), 'prod', 'max', 'min' or 'avg'.\n";
+
+inline std::string out(const std::string& what) {
+  return "out : numpy.ndarray, optional\n"
+         "    Where the result is written: C-contiguous, writeable, of the input's dtype, with\n    " +
+         what + ".\n    None (default): a new array.\n";
+}
+
+inline std::string returns(const std::string& type, const std::string& what) {
+  return "\nReturns\n-------\n" + type + "\n    " + what + "\n";
+}
+
+inline const std::string kParameters = "Parameters\n----------\n";
+
+inline const std::string kAllReduce =
+    "all_reduce(send, out=None, *, op='sum', dtype=None, async_op=False) -> numpy.ndarray | Work\n\n"
+    "Reduces `send` element-wise over all ranks; every rank gets the same result (bit for bit).\n\n" +
+    kParameters + "send : numpy.ndarray\n    This rank's contribution: C-contiguous, any shape.\n" +
+    out("as many elements as send") + "    out=send reduces in place.\n" + kOp + kDtype + kAsync +
+    returns("numpy.ndarray", "The result (`out`, or a new array shaped like `send`).") + kRaises +
+    "\nExamples\n--------\n"
+    ">>> total = comm.all_reduce(np.arange(4, dtype=np.float32))   # a new array\n"
+    ">>> comm.all_reduce(grad, grad, op='avg')                      # in place\n";
+
+inline const std::string kBroadcast =
+    "broadcast(send, out=None, *, root=0, dtype=None, async_op=False) -> numpy.ndarray | Work\n\n"
+    "Copies the root's `send` to every rank.\n\n" +
+    kParameters +
+    "send : numpy.ndarray or None\n"
+    "    The data on the root. Elsewhere it is not read: it only gives the shape and dtype of a new\n"
+    "    output, and may be None when `out` is given.\n" +
+    out("as many elements as the root's send") + "    out=send broadcasts in place.\n" + kRoot + kDtype + kAsync +
+    returns("numpy.ndarray", "The root's data, on every rank.") + kRaises +
+    "\nExamples\n--------\n"
+    ">>> weights = comm.broadcast(weights, root=0)\n"
+    ">>> comm.broadcast(x if comm.rank == 0 else None, out=x)   # in place, x allocated on every rank\n";
+
+inline const std::string kReduce =
+    "reduce(send, out=None, *, root=0, op='sum', dtype=None, async_op=False) -> numpy.ndarray | None | Work\n\n"
+    "Reduces `send` element-wise over all ranks into the root.\n\n" +
+    kParameters + "send : numpy.ndarray\n    This rank's contribution.\n" +
+    out("as many elements as send; used on the root (elsewhere only for out=send, in place)") + kRoot + kOp + kDtype +
+    kAsync + returns("numpy.ndarray or None", "The result on the root; None on the other ranks.") + kRaises;
+
+inline const std::string kAllGather =
+    "all_gather(send, out=None, *, dtype=None, async_op=False) -> numpy.ndarray | Work\n\n"
+    "Gathers every rank's `send` on every rank, in rank order.\n\n" +
+    kParameters + "send : numpy.ndarray\n    This rank's block (the same size on every rank).\n" +
+    out("size * send.size elements; a new one has shape (size, *send.shape)") +
+    "    In place: send = out[rank] (the view of out's block of this rank).\n" + kDtype + kAsync +
+    returns("numpy.ndarray", "Block r is rank r's send.") + kRaises +
+    "\nExamples\n--------\n"
+    ">>> comm.all_gather(np.array([comm.rank]))   # array([[0], [1], [2], [3]]) on 4 ranks\n";
+
+inline const std::string kReduceScatter =
+    "reduce_scatter(send, out=None, *, op='sum', dtype=None, async_op=False) -> numpy.ndarray | Work\n\n"
+    "Reduces `send` element-wise over all ranks and leaves block r of the result on rank r.\n\n" +
+    kParameters +
+    "send : numpy.ndarray\n    size equal blocks (its number of elements is a multiple of the rank count).\n" +
+    out("send.size / size elements; a new one has shape send.shape[1:] when send.shape[0] == size,\n"
+        "    else (send.size // size,)") +
+    "    In place: out = the view of send's block of this rank.\n" + kOp + kDtype + kAsync +
+    returns("numpy.ndarray", "This rank's block of the reduced array.") + kRaises;
+
+inline const std::string kAllToAll =
+    "all_to_all(send, out=None, *, dtype=None, async_op=False) -> numpy.ndarray | Work\n\n"
+    "Sends block r of `send` to rank r; block r of the result is what rank r sent to this rank.\n\n" +
+    kParameters +
+    "send : numpy.ndarray\n    size equal blocks (its number of elements is a multiple of the rank count).\n" +
+    out("as many elements as send; a new one is shaped like send") + kDtype + kAsync +
+    returns("numpy.ndarray", "The received blocks, in rank order.") + kRaises;
+
+inline const std::string kAllToAllV =
+    "all_to_all_v(send, send_counts, recv_counts, out=None, *, send_displs=None, recv_displs=None,\n"
+    "             dtype=None, async_op=False) -> numpy.ndarray | Work\n\n"
+    "All-to-all with a different number of elements per pair of ranks.\n\n" +
+    kParameters +
+    "send : numpy.ndarray\n    The elements to send, read as a flat vector.\n"
+    "send_counts, recv_counts : sequence of int\n"
+    "    One element count per rank: send_counts[r] elements go to rank r, recv_counts[r] come from it.\n"
+    "    Each pair of ranks must agree (MismatchError, VG-OP-003, otherwise).\n"
+    "send_displs, recv_displs : sequence of int, optional\n"
+    "    Where each rank's block starts (in elements). None: packed, the running sums of the counts.\n" +
+    out("room for every received block (flat)") + kDtype + kAsync +
+    returns("numpy.ndarray", "The received elements (a new array is flat).") + kRaises;
+
+inline const std::string kGather =
+    "gather(send, out=None, *, root=0, dtype=None, async_op=False) -> numpy.ndarray | None | Work\n\n"
+    "Gathers every rank's `send` on the root, in rank order.\n\n" +
+    kParameters + "send : numpy.ndarray\n    This rank's block (the same size on every rank).\n" +
+    out("size * send.size elements, used on the root; a new one has shape (size, *send.shape)") + kRoot + kDtype +
+    kAsync + returns("numpy.ndarray or None", "The gathered blocks on the root; None on the other ranks.") + kRaises;
+
+inline const std::string kScatter =
+    "scatter(send, out=None, *, root=0, dtype=None, async_op=False) -> numpy.ndarray | Work\n\n"
+    "Sends block r of the root's `send` to rank r.\n\n" +
+    kParameters +
+    "send : numpy.ndarray or None\n"
+    "    On the root: size equal blocks. Elsewhere it is not read: it gives the shape of a new output\n"
+    "    (shaped like the root's), and may be None when `out` is given.\n" +
+    out("one block's number of elements; a new one has shape send.shape[1:] when\n"
+        "    send.shape[0] == size, else (send.size // size,)") +
+    kRoot + kDtype + kAsync + returns("numpy.ndarray", "This rank's block.") + kRaises;
+
+inline const std::string kBarrier =
+    "barrier(*, async_op=False) -> None | Work\n\n"
+    "Returns when every rank has called barrier.\n\n" +
+    kParameters + kAsync + kRaises;
+
+inline const std::string kSend =
+    "send(array, peer, *, dtype=None, async_op=False) -> None | Work\n\n"
+    "Sends `array` to rank `peer`, which calls recv with the same number of elements and dtype.\n"
+    "Inside vigil.group() sends and receives are issued together (no deadlock for exchanges).\n\n" +
+    kParameters +
+    "array : numpy.ndarray\n    The elements to send (C-contiguous).\n"
+    "peer : int\n    The receiving rank.\n" +
+    kDtype + kAsync + kRaises;
+
+inline const std::string kRecv =
+    "recv(out, peer, *, dtype=None, async_op=False) -> numpy.ndarray | Work\n\n"
+    "Receives into `out` what rank `peer` sends with send().\n"
+    "Inside vigil.group() `out` is written when the group ends.\n\n" +
+    kParameters +
+    "out : numpy.ndarray\n    Where the elements go: C-contiguous, writeable, the sender's size and dtype.\n"
+    "peer : int\n    The sending rank.\n" +
+    kDtype + kAsync + returns("numpy.ndarray", "`out`.") + kRaises;
+
+}  // namespace vigil::python::doc

@@ -1,0 +1,45 @@
+"""One rank of the multi-process tests: `python3 rank_program.py MODE`.
+
+It joins from the launcher's environment (vigil.init()) and prints one JSON
+line with what it saw; test_processes.py starts it and checks the lines."""
+
+import json
+import os
+import signal
+import sys
+
+import numpy as np
+
+import vigil
+
+
+def collectives(comm):
+    r, n = comm.rank, comm.size
+    total = comm.all_reduce(np.arange(4, dtype=np.float64) + r)
+    gathered = comm.all_gather(np.array([r * 10], np.int32))
+    work = comm.broadcast(np.full(2, r, np.int64), root=n - 1, async_op=True)
+    return {"sum": total.tolist(), "gathered": gathered.ravel().tolist(), "bcast": work.wait().tolist()}
+
+
+def peer_dies(comm):
+    comm.barrier()
+    if comm.rank == 1:
+        os.kill(os.getpid(), signal.SIGKILL)  # no goodbye: a crash
+    try:
+        comm.all_reduce(np.ones(4, np.float32))
+    except vigil.RemoteError as error:
+        return {"error_id": error.error_id, "class": type(error).__name__, "cause": error.cause}
+    return {"error_id": None}
+
+
+def main():
+    mode = sys.argv[1]
+    comm = vigil.init()
+    report = {"rank": comm.rank, "size": comm.size}
+    report.update({"collectives": collectives, "peer_dies": peer_dies}[mode](comm))
+    comm.close()
+    print(json.dumps(report), flush=True)
+
+
+if __name__ == "__main__":
+    main()

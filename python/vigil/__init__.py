@@ -1,0 +1,83 @@
+"""vigil: collective communication that never hangs silently.
+
+Ranks are processes or threads; every call that waits releases the GIL.
+Operations take and return numpy arrays::
+
+    import numpy as np
+    import vigil
+
+    comm = vigil.init()                        # vigil-run, torchrun, mpirun or srun environment
+    total = comm.all_reduce(np.ones(4, np.float32))
+    comm.close()
+
+Or explicitly: ``root = vigil.root_info()`` on one rank, passed to every
+rank's ``vigil.Communicator(root, rank, world_size)``.
+
+Every failure raises a ``vigil.Error`` subclass (``MismatchError``,
+``TimeoutError``, ``RemoteError``, ``InvalidUsageError``, ...) whose
+``error_id``, ``rank``, ``op``, ``seq``, ``cause`` and ``remedy`` come from
+vigil's message; ``vigil.explain(error_id)`` gives the long form.
+
+bfloat16: numpy has none, so pass uint16 arrays holding bfloat16 bit
+patterns with ``dtype='bfloat16'`` (or ml_dtypes.bfloat16 arrays).
+"""
+
+from ._errors import (
+    AbortedError,
+    Error,
+    ErrorInfo,
+    InternalError,
+    InvalidArgumentError,
+    InvalidUsageError,
+    MismatchError,
+    NumericError,
+    RemoteError,
+    Result,
+    SystemCallError,
+    TimeoutError,
+    explain,
+)
+from ._vigil import (
+    Communicator,
+    DataType,
+    MoeConfig,
+    MoeDispatch,
+    MoeHandle,
+    ReduceOp,
+    Work,
+    group,
+    init,
+    root_info,
+    version,
+)
+from ._mesh import DeviceMesh
+
+__version__ = version()
+
+__all__ = [
+    "AbortedError",
+    "Communicator",
+    "DataType",
+    "DeviceMesh",
+    "Error",
+    "ErrorInfo",
+    "InternalError",
+    "InvalidArgumentError",
+    "InvalidUsageError",
+    "MismatchError",
+    "MoeConfig",
+    "MoeDispatch",
+    "MoeHandle",
+    "NumericError",
+    "ReduceOp",
+    "RemoteError",
+    "Result",
+    "SystemCallError",
+    "TimeoutError",
+    "Work",
+    "explain",
+    "group",
+    "init",
+    "root_info",
+    "version",
+]
