@@ -5,6 +5,7 @@
 
 #include "core/dtype.hpp"
 #include "moe/moe.hpp"
+#include "reduce/reduce.hpp"
 
 namespace vigil::moe {
 
@@ -109,20 +110,10 @@ void combine(const std::shared_ptr<Communicator>& commPtr, const vigilMoeConfig*
   // experts' rows, then sharedExpertX, in float32, rounded once.
   auto* out = static_cast<uint8_t*>(a->out);
   const auto* shared = static_cast<const uint8_t*>(a->sharedExpertX);
-  std::vector<float> acc(static_cast<size_t>(H)), converted(a->xType == vigilFloat32 ? 0 : static_cast<size_t>(H));
-  // acc += w * row, with the row as float32 (16-bit rows are widened first).
+  std::vector<float> acc(static_cast<size_t>(H));
+  // acc += w * row, the row widened to float32.
   auto addRow = [&](const uint8_t* src, float w) {
-    const float* f = reinterpret_cast<const float*>(src);
-    if (a->xType != vigilFloat32) {
-      for (int64_t i = 0; i < H; ++i) converted[static_cast<size_t>(i)] = loadFloat(src, i, a->xType);
-      f = converted.data();
-    } else if (reinterpret_cast<uintptr_t>(src) % alignof(float) != 0) {
-      converted.resize(static_cast<size_t>(H));
-      std::memcpy(converted.data(), src, static_cast<size_t>(H) * sizeof(float));
-      f = converted.data();
-    }
-    float* sum = acc.data();
-    for (int64_t i = 0; i < H; ++i) sum[i] += w * f[i];
+    reduce::weightedAccumulate(acc.data(), w, src, static_cast<size_t>(H), a->xType);
   };
   for (int64_t t = 0; t < h->bs; ++t) {
     std::fill(acc.begin(), acc.end(), 0.0f);

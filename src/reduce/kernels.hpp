@@ -40,6 +40,7 @@ namespace avx2 {
 bool reduceInto(void* dst, const void* a, const void* b, size_t count, vigilDataType_t dtype, vigilRedOp_t op);
 bool divideInPlace(void* buf, size_t count, vigilDataType_t dtype, int divisor);
 bool findNonFinite(const void* buf, size_t count, vigilDataType_t dtype, size_t* index);
+bool weightedAccumulate(float* acc, float w, const void* x, size_t count, vigilDataType_t xType);
 
 }  // namespace avx2
 #endif

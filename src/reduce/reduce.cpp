@@ -4,6 +4,7 @@
 #include <bit>
 #include <cmath>
 #include <cstdint>
+#include <cstring>
 #include <limits>
 #include <type_traits>
 
@@ -323,6 +324,32 @@ void divideInPlace(void* buf, size_t count, vigilDataType_t dtype, int divisor) 
     case vigilFloat32: return divideTyped<Native<float>>(buf, count, divisor);
     case vigilFloat64: return divideTyped<Native<double>>(buf, count, divisor);
     case vigilBfloat16: return divideTyped<Bfloat16>(buf, count, divisor);
+  }
+}
+
+void weightedAccumulate(float* acc, float w, const void* x, size_t count, vigilDataType_t xType) {
+#if VIGIL_REDUCE_HAVE_AVX2
+  if (useAvx2() && avx2::weightedAccumulate(acc, w, x, count, xType)) return;
+#endif
+  auto run = [&](auto load) {
+    for (size_t i = 0; i < count; ++i) acc[i] += w * load(i);
+  };
+  const auto* p = static_cast<const uint8_t*>(x);
+  auto u16 = [p](size_t i) {
+    uint16_t v;
+    std::memcpy(&v, p + 2 * i, 2);
+    return v;
+  };
+  switch (xType) {
+    case vigilFloat32:
+      return run([p](size_t i) {
+        float v;
+        std::memcpy(&v, p + 4 * i, 4);
+        return v;
+      });
+    case vigilFloat16: return run([&](size_t i) { return halfToFloat(u16(i)); });
+    case vigilBfloat16: return run([&](size_t i) { return bfloat16ToFloat(u16(i)); });
+    default: return;
   }
 }
 

@@ -42,6 +42,12 @@ void reduceInto(void* dst, const void* a, const void* b, size_t count, vigilData
 // the rank count); smaller values do nothing.
 void divideInPlace(void* buf, size_t count, vigilDataType_t dtype, int divisor);
 
+// acc[i] += w * x[i] for i in [0, count), in float32, with x float32,
+// float16 or bfloat16 (widened exactly; other types do nothing): one
+// multiply and one add per element, each rounded (never fused), so every
+// kernel set gives the same bits. x may be unaligned. (MoE combine.)
+void weightedAccumulate(float* acc, float w, const void* x, size_t count, vigilDataType_t xType);
+
 // Index of the first NaN or +-Inf element, or SIZE_MAX if there is none.
 // Integer types never hold one, so they always give SIZE_MAX.
 size_t findNonFinite(const void* buf, size_t count, vigilDataType_t dtype);

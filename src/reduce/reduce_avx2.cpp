@@ -402,6 +402,56 @@ VIGIL_AVX2 bool findNonFinite(const void* buf, size_t count, vigilDataType_t dty
   }
 }
 
+namespace {
+
+// Eight elements of x widened to float32 lanes (exactly).
+template <vigilDataType_t T>
+VIGIL_AVX2 inline void widen(__m256& v, const uint8_t* at) {
+  if constexpr (T == vigilFloat32) {
+    v = _mm256_loadu_ps(reinterpret_cast<const float*>(at));
+  } else {
+    const __m128i h = _mm_loadu_si128(reinterpret_cast<const __m128i*>(at));
+    if constexpr (T == vigilFloat16) {
+      v = _mm256_cvtph_ps(h);
+    } else {
+      v = _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(h), 16));
+    }
+  }
+}
+
+template <vigilDataType_t T>
+VIGIL_AVX2 void accumulate(float* acc, float w, const uint8_t* x, size_t count) {
+  constexpr size_t kElem = T == vigilFloat32 ? 4 : 2;
+  const __m256 wv = _mm256_set1_ps(w);
+  __m256 v;
+  size_t i = 0;
+  for (; i + 8 <= count; i += 8) {
+    widen<T>(v, x + i * kElem);
+    _mm256_storeu_ps(acc + i, _mm256_add_ps(_mm256_loadu_ps(acc + i), _mm256_mul_ps(wv, v)));
+  }
+  if (i == count) return;
+  // The tail through the same lanes, on zero-padded copies.
+  alignas(32) uint8_t tail[32] = {};
+  alignas(32) float sum[8] = {};
+  std::memcpy(tail, x + i * kElem, (count - i) * kElem);
+  std::memcpy(sum, acc + i, (count - i) * sizeof(float));
+  widen<T>(v, tail);
+  _mm256_store_ps(sum, _mm256_add_ps(_mm256_load_ps(sum), _mm256_mul_ps(wv, v)));
+  std::memcpy(acc + i, sum, (count - i) * sizeof(float));
+}
+
+}  // namespace
+
+VIGIL_AVX2 bool weightedAccumulate(float* acc, float w, const void* x, size_t count, vigilDataType_t xType) {
+  const auto* p = static_cast<const uint8_t*>(x);
+  switch (xType) {
+    case vigilFloat32: accumulate<vigilFloat32>(acc, w, p, count); return true;
+    case vigilFloat16: accumulate<vigilFloat16>(acc, w, p, count); return true;
+    case vigilBfloat16: accumulate<vigilBfloat16>(acc, w, p, count); return true;
+    default: return false;
+  }
+}
+
 }  // namespace vigil::reduce::avx2
 
 #endif  // VIGIL_REDUCE_HAVE_AVX2
