@@ -1,0 +1,36 @@
+// The Python module vigil.torch._vigil_torch: the ProcessGroupVigil class,
+// a subclass of torch's ProcessGroup (vigil/torch/__init__.py registers the
+// backend).
+
+#include <torch/csrc/utils/pybind.h>
+
+#include <torch/csrc/distributed/c10d/ProcessGroup.hpp>
+
+#include "process_group_vigil.hpp"
+
+namespace py = pybind11;
+using vigil::torchpg::ProcessGroupVigil;
+
+PYBIND11_MODULE(_vigil_torch, m) {
+  m.doc() = "torch.distributed backend over vigil communicators";
+  // The base class is bound by torch.distributed: load it first.
+  py::module_::import("torch.distributed");
+
+  py::class_<ProcessGroupVigil, c10::intrusive_ptr<ProcessGroupVigil>, c10d::ProcessGroup>(m, "ProcessGroupVigil")
+      .def(py::init([](const c10::intrusive_ptr<c10d::Store>& store, int rank, int size, int64_t timeoutMs) {
+             return c10::make_intrusive<ProcessGroupVigil>(store, rank, size, std::chrono::milliseconds(timeoutMs));
+           }),
+           py::arg("store"), py::arg("rank"), py::arg("size"), py::arg("timeout_ms"),
+           py::call_guard<py::gil_scoped_release>(),
+           "Collective over the group: builds the group's vigil communicator, with the root info passed through "
+           "`store` and `timeout_ms` as its per-operation deadline.")
+      .def_property_readonly("comm_name", &ProcessGroupVigil::commName,
+                             "The vigil communicator's name, as errors and flight-recorder dumps show it.")
+      .def_property_readonly(
+          "timeout_ms", [](const ProcessGroupVigil& pg) { return pg.timeout().count(); },
+          "The per-operation deadline of the group's communicator.");
+
+  int version = 0;
+  vigilGetVersion(&version);
+  m.attr("vigil_version") = version;
+}

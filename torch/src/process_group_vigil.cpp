@@ -1,0 +1,118 @@
+#include "process_group_vigil.hpp"
+
+#include <Python.h>
+
+#include <algorithm>
+#include <cstdio>
+
+#include "tensor_args.hpp"
+#include "vigil_work.hpp"
+
+namespace vigil::torchpg {
+namespace {
+
+// Below this group timeout, connecting waits VIGIL_CONNECT_TIMEOUT_MS
+// (default 120 s) instead: ranks may reach new_group() far apart, and a short
+// per-operation timeout should not fail that.
+constexpr int kMinConnectTimeoutMs = 120000;
+
+std::vector<uint8_t> bytesOf(const std::string& text) {
+  return {text.begin(), text.end()};
+}
+
+// Agrees on the root info of the group's communicator through the store.
+// The store may outlive a group of the same name (destroy_process_group,
+// then init again): every rank counts its arrivals in the store, so the n-th
+// communicator of a store prefix reads the n-th root info.
+std::string rendezvous(c10d::Store& store, int rank, int size) {
+  const int64_t arrivals = store.add("vigil/arrivals", 1);
+  const std::string key = "vigil/root/" + std::to_string((arrivals - 1) / size);
+  if (rank == 0) {
+    const std::string text = vigil::RootInfo::create().toString();
+    store.set(key, bytesOf(text));
+    return text;
+  }
+  const std::vector<uint8_t> text = store.get(key);
+  return std::string(text.begin(), text.end());
+}
+
+// A short name for logs and errors, the same on every rank: a hash of the
+// root info, which is unique to this communicator.
+std::string nameFor(const std::string& rootText) {
+  uint32_t hash = 2166136261u;  // FNV-1a
+  for (char c : rootText) hash = (hash ^ static_cast<uint8_t>(c)) * 16777619u;
+  char name[32];
+  std::snprintf(name, sizeof name, "torch-%08x", hash);
+  return name;
+}
+
+}  // namespace
+
+ProcessGroupVigil::ProcessGroupVigil(const c10::intrusive_ptr<c10d::Store>& store, int rank, int size,
+                                     std::chrono::milliseconds timeout)
+    : c10d::ProcessGroup(rank, size), timeout_(timeout) {
+  const std::string rootText = rendezvous(*store, rank, size);
+  commName_ = nameFor(rootText);
+  const int timeoutMs = static_cast<int>(std::clamp<int64_t>(timeout.count(), 1, INT32_MAX));
+  vigilConfig config = VIGIL_CONFIG_INIT;
+  config.timeoutMs = timeoutMs;
+  config.connectTimeoutMs = timeoutMs >= kMinConnectTimeoutMs ? timeoutMs : -1;
+  config.commName = commName_.c_str();
+  comm_ = std::make_unique<vigil::Communicator>(size, vigil::RootInfo::fromString(rootText), rank, &config);
+  p2p_ = std::make_unique<PointToPoint>(store, "vigil-p2p/" + rootText, commName_, rank, timeoutMs);
+  queue_ = std::make_unique<OpQueue>();
+  sequenceNum_ = c10d::SequenceNum(0);
+  init();
+}
+
+ProcessGroupVigil::~ProcessGroupVigil() {
+  // The workers may hold the last reference to a Python tensor and need the
+  // GIL to free it: never wait for them while holding it (Python drops the
+  // group, or a DDP reducer that holds it, with the GIL held).
+  PyThreadState* python = Py_IsInitialized() && PyGILState_Check() ? PyEval_SaveThread() : nullptr;
+  queue_.reset();  // runs what is queued: each operation ends by its deadline
+  p2p_.reset();
+  comm_.reset();
+  if (python != nullptr) PyEval_RestoreThread(python);
+}
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupVigil::launch(const char* op, WorkSpec spec, std::function<void()> body) {
+  sequenceNum_->increment();
+  return launchOn(*queue_, op, std::move(spec), std::move(body));
+}
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupVigil::launchOn(OpQueue& queue, const char* op, WorkSpec spec,
+                                                           std::function<void()> body) {
+  auto work = c10::make_intrusive<VigilWork>(site(op), spec.type, spec.title, spec.inputs, std::move(spec.outputs),
+                                             spec.sourceRank);
+  queue.push([work, body = std::move(body)] { work->run(body); });
+  return work;
+}
+
+at::Tensor ProcessGroupVigil::singleTensor(const OpSite& where, const std::vector<at::Tensor>& tensors) const {
+  if (tensors.size() != 1) {
+    raise(where, vigilInvalidArgument, ids::kBadTensor,
+          "got " + std::to_string(tensors.size()) + " tensors; the vigil backend takes one tensor per rank",
+          "pass a list with exactly one tensor (multi-device collectives are not supported)");
+  }
+  requireDenseCpu(where, tensors[0], "tensor");
+  return tensors[0];
+}
+
+void ProcessGroupVigil::requirePeer(const OpSite& where, int peer) const {
+  if (peer >= 0 && peer < size_ && peer != rank_) return;
+  raise(where, vigilInvalidArgument, ids::kBadPeer,
+        peer == rank_ ? "peer " + std::to_string(peer) + " is this rank itself"
+                      : "peer " + std::to_string(peer) + " is outside [0, " + std::to_string(size_) + ")",
+        "pass another rank of the group (group ranks, not global ranks)");
+}
+
+void ProcessGroupVigil::setSequenceNumberForGroup() {
+  // Every rank built the group with 0 and counts the same collectives.
+}
+
+uint64_t ProcessGroupVigil::getSequenceNumberForGroup() {
+  return sequenceNum_->get();
+}
+
+}  // namespace vigil::torchpg

@@ -1,0 +1,113 @@
+#pragma once
+// ProcessGroupVigil: torch.distributed's ProcessGroup over a vigil
+// communicator. Collectives of a group run in issue order on the group's
+// worker thread (a vigil communicator runs one operation at a time);
+// point-to-point operations on their own channels (point_to_point.hpp).
+// Every call checks its arguments at once (a bad one raises on the calling
+// thread and the group stays usable) and returns an async Work.
+
+#include <chrono>
+#include <functional>
+#include <memory>
+#include <string>
+#include <torch/csrc/distributed/c10d/ProcessGroup.hpp>
+#include <torch/csrc/distributed/c10d/Store.hpp>
+#include <vector>
+
+#include "errors.hpp"
+#include "op_queue.hpp"
+#include "point_to_point.hpp"
+#include "vigil/vigil.hpp"
+
+namespace vigil::torchpg {
+
+class ProcessGroupVigil final : public c10d::ProcessGroup {
+ public:
+  // Collective over the group's ranks: rank 0 publishes the root info of a
+  // new communicator in `store`, the others read it; `timeout` becomes the
+  // communicator's per-operation deadline.
+  ProcessGroupVigil(const c10::intrusive_ptr<c10d::Store>& store, int rank, int size,
+                    std::chrono::milliseconds timeout);
+  ~ProcessGroupVigil() override;
+
+  const std::string getBackendName() const override { return "vigil"; }
+  const std::string& commName() const { return commName_; }
+  std::chrono::milliseconds timeout() const { return timeout_; }
+
+  // collectives.cpp
+  c10::intrusive_ptr<c10d::Work> broadcast(std::vector<at::Tensor>& tensors,
+                                           const c10d::BroadcastOptions& opts = {}) override;
+  c10::intrusive_ptr<c10d::Work> allreduce(std::vector<at::Tensor>& tensors,
+                                           const c10d::AllreduceOptions& opts = {}) override;
+  c10::intrusive_ptr<c10d::Work> allreduce_coalesced(std::vector<at::Tensor>& tensors,
+                                                     const c10d::AllreduceCoalescedOptions& opts = {}) override;
+  c10::intrusive_ptr<c10d::Work> reduce(std::vector<at::Tensor>& tensors,
+                                        const c10d::ReduceOptions& opts = {}) override;
+  c10::intrusive_ptr<c10d::Work> barrier(const c10d::BarrierOptions& opts = {}) override;
+  // Raises VG-API-008: barrier() already names the rank that does not arrive.
+  void monitoredBarrier(const c10d::BarrierOptions& opts, bool waitAllRanks = false) override;
+
+  // gather_scatter.cpp
+  c10::intrusive_ptr<c10d::Work> allgather(std::vector<std::vector<at::Tensor>>& outputs,
+                                           std::vector<at::Tensor>& inputs,
+                                           const c10d::AllgatherOptions& opts = {}) override;
+  c10::intrusive_ptr<c10d::Work> _allgather_base(at::Tensor& output, at::Tensor& input,
+                                                 const c10d::AllgatherOptions& opts = {}) override;
+  c10::intrusive_ptr<c10d::Work> allgather_coalesced(std::vector<std::vector<at::Tensor>>& outputLists,
+                                                     std::vector<at::Tensor>& inputs,
+                                                     const c10d::AllgatherOptions& opts = {}) override;
+  c10::intrusive_ptr<c10d::Work> gather(std::vector<std::vector<at::Tensor>>& outputs, std::vector<at::Tensor>& inputs,
+                                        const c10d::GatherOptions& opts = {}) override;
+  c10::intrusive_ptr<c10d::Work> scatter(std::vector<at::Tensor>& outputs, std::vector<std::vector<at::Tensor>>& inputs,
+                                         const c10d::ScatterOptions& opts = {}) override;
+
+  // exchange.cpp
+  c10::intrusive_ptr<c10d::Work> reduce_scatter(std::vector<at::Tensor>& outputs,
+                                                std::vector<std::vector<at::Tensor>>& inputs,
+                                                const c10d::ReduceScatterOptions& opts = {}) override;
+  c10::intrusive_ptr<c10d::Work> _reduce_scatter_base(at::Tensor& output, at::Tensor& input,
+                                                      const c10d::ReduceScatterOptions& opts = {}) override;
+  c10::intrusive_ptr<c10d::Work> alltoall_base(at::Tensor& output, at::Tensor& input,
+                                               std::vector<int64_t>& outputSplitSizes,
+                                               std::vector<int64_t>& inputSplitSizes,
+                                               const c10d::AllToAllOptions& opts = {}) override;
+  c10::intrusive_ptr<c10d::Work> alltoall(std::vector<at::Tensor>& outputs, std::vector<at::Tensor>& inputs,
+                                          const c10d::AllToAllOptions& opts = {}) override;
+
+  // send_recv.cpp
+  c10::intrusive_ptr<c10d::Work> send(std::vector<at::Tensor>& tensors, int dstRank, int tag) override;
+  c10::intrusive_ptr<c10d::Work> recv(std::vector<at::Tensor>& tensors, int srcRank, int tag) override;
+  c10::intrusive_ptr<c10d::Work> recvAnysource(std::vector<at::Tensor>& tensors, int tag) override;
+
+  void setSequenceNumberForGroup() override;
+  uint64_t getSequenceNumberForGroup() override;
+
+ private:
+  // What a Work reports: its type, profiler title (a literal), operation
+  // name for errors, and the tensors for the profiler and result().
+  struct WorkSpec {
+    c10d::OpType type;
+    const char* title;
+    std::vector<at::Tensor> inputs;
+    std::vector<at::Tensor> outputs;
+    int sourceRank = -1;
+  };
+
+  OpSite site(const char* op) const { return OpSite{rank_, size_, commName_, op}; }
+  vigilComm_t comm() const { return comm_->get(); }
+  // Queues `body` on the group's worker; the returned Work completes when
+  // it returns, or fails with what it threw.
+  c10::intrusive_ptr<c10d::Work> launch(const char* op, WorkSpec spec, std::function<void()> body);
+  c10::intrusive_ptr<c10d::Work> launchOn(OpQueue& queue, const char* op, WorkSpec spec, std::function<void()> body);
+  // One tensor, dense, on the CPU: the argument of broadcast/allreduce/reduce/send/recv.
+  at::Tensor singleTensor(const OpSite& site, const std::vector<at::Tensor>& tensors) const;
+  void requirePeer(const OpSite& site, int peer) const;
+
+  std::string commName_;
+  std::chrono::milliseconds timeout_;
+  std::unique_ptr<vigil::Communicator> comm_;
+  std::unique_ptr<PointToPoint> p2p_;
+  std::unique_ptr<OpQueue> queue_;  // destroyed first: drains before the communicators go
+};
+
+}  // namespace vigil::torchpg

@@ -1,0 +1,113 @@
+"""Process groups with their own communicators, and what a rank sees when a
+group times out or its ranks call different collectives: vigil's error id,
+rank, operation, cause and remedy, in a Python RuntimeError.
+"""
+
+from datetime import timedelta
+
+import pytest
+import torch
+import torch.distributed as dist
+from torch.testing import assert_close
+
+from dist_harness import run_ranks, store_of
+
+
+def groups(rank, world):
+    everyone = dist.new_group()
+    pair = dist.new_group([0, 2])
+    tail = dist.new_group([1, 2], timeout=timedelta(seconds=30))
+    names = {everyone.comm_name, dist.group.WORLD.comm_name}
+    assert len(names) == 2  # each group has its own communicator
+    assert everyone.size() == 3 and everyone.rank() == rank
+    if rank in (1, 2):
+        assert tail.timeout_ms == 30000
+    else:
+        assert tail == dist.GroupMember.NON_GROUP_MEMBER
+
+    # Collectives of two groups in flight at once.
+    a, b = torch.full((4,), float(rank)), torch.full((4,), 10.0 * rank)
+    works = [dist.all_reduce(a, group=everyone, async_op=True)]
+    if rank in (0, 2):
+        assert pair.size() == 2 and pair.rank() == rank // 2
+        works.append(dist.all_reduce(b, group=pair, async_op=True))
+    for w in works:
+        w.wait()
+    assert_close(a, torch.full((4,), 3.0))
+    if rank in (0, 2):
+        assert_close(b, torch.full((4,), 20.0))
+
+    # Roots and peers are global ranks in the Python API.
+    if rank in (1, 2):
+        t = torch.full((2,), float(rank))
+        dist.broadcast(t, src=2, group=tail)
+        assert_close(t, torch.full((2,), 2.0))
+        out = [torch.zeros(1) for _ in range(2)]
+        dist.all_gather(out, torch.full((1,), float(rank)), group=tail)
+        assert_close(torch.cat(out), torch.tensor([1.0, 2.0]))
+    if rank == 0:
+        dist.send(torch.arange(3.0), dst=2, group=pair)
+    elif rank == 2:
+        got = torch.zeros(3)
+        dist.recv(got, src=0, group=pair)
+        assert_close(got, torch.arange(3.0))
+    if rank in (0, 2):
+        dist.destroy_process_group(pair)  # local: its communicator goes, the others stay
+    dist.barrier(group=everyone)
+
+
+def test_new_group():
+    run_ranks(groups, 3)
+
+
+def group_timeout(rank, world):
+    store = store_of()
+    group = dist.new_group([0, 1], timeout=timedelta(seconds=2))
+    if rank == 0:
+        t = torch.ones(3)
+        work = dist.all_reduce(t, group=group, async_op=True)
+        # Work.wait with a shorter timeout than the group's: the op goes on.
+        with pytest.raises(RuntimeError, match=r"^VG-OP-001: rank 0/2 .*allreduce: Work\.wait\(timeout=50 ms\)"):
+            work.wait(timeout=timedelta(milliseconds=50))
+        # The group's own timeout: vigil's report, naming rank 1 as not progressing.
+        with pytest.raises(RuntimeError) as failure:
+            work.wait()
+        text = str(failure.value)
+        assert text.startswith("VG-OP-001: rank 0/2"), text
+        assert "allreduce" in text and "rank 1" in text and "Remedy:" in text, text
+        assert not work.is_success() and work.is_completed()
+        # The group is broken now; later calls quote the first error.
+        with pytest.raises(RuntimeError, match=r"VG-COMM-002: .*VG-OP-001"):
+            dist.all_reduce(t, group=group)
+        store.set("rank 0 saw the timeout", "1")
+    else:
+        # Rank 1 never calls the group's allreduce: it waits for rank 0's word.
+        store.get("rank 0 saw the timeout")
+    # Other groups are not affected.
+    t = torch.ones(2)
+    dist.all_reduce(t)
+    assert_close(t, torch.full((2,), 2.0))
+
+
+def test_group_timeout():
+    run_ranks(group_timeout, 2)
+
+
+def mismatch(rank, world):
+    group = dist.new_group()
+    t = torch.ones(5)
+    with pytest.raises(RuntimeError) as failure:
+        if rank == 0:
+            dist.all_reduce(t, group=group)
+        else:
+            dist.broadcast(t, src=0, group=group)
+    text = str(failure.value)
+    assert text.startswith("VG-OP-002: rank %d/2" % rank), text
+    assert "allreduce" in text and "broadcast" in text and "Remedy:" in text, text
+    t = torch.ones(2)
+    dist.all_reduce(t)
+    assert_close(t, torch.full((2,), 2.0))
+
+
+def test_mismatch_raises_on_both_ranks():
+    run_ranks(mismatch, 2)
