@@ -6,8 +6,14 @@
 set -euo pipefail
 cd "$(dirname "$0")"
 
-PACKAGES=(cmake ninja-build g++ pkg-config libgtest-dev nlohmann-json3-dev iproute2 procps python3 openmpi-bin)
+PACKAGES=(cmake ninja-build g++ pkg-config libgtest-dev nlohmann-json3-dev iproute2 procps python3 openmpi-bin
+          python3-dev python3-numpy python3-pytest pybind11-dev python3-torch libtorch-dev)
 JOBS=${VIGIL_BUILD_JOBS:-$(nproc)}
+SUDO=""
+[ "$(id -u)" -ne 0 ] && SUDO="sudo"
+# Where Debian's interpreter looks for packages under /usr/local.
+PY_SITE=$(/usr/bin/python3 -c 'import sys; print("lib/python3.%d/dist-packages" % sys.version_info.minor)' 2>/dev/null ||
+          echo lib/python3/dist-packages)
 
 install_packages() {
   local missing=()
@@ -16,10 +22,17 @@ install_packages() {
   done
   [ ${#missing[@]} -eq 0 ] && return 0
   echo "build.sh: installing ${missing[*]}"
-  local sudo=""
-  [ "$(id -u)" -ne 0 ] && sudo="sudo"
-  $sudo apt-get update -qq
-  DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq "${missing[@]}" >/dev/null
+  $SUDO apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq "${missing[@]}" >/dev/null
+}
+
+# The library, its tools and the Python package (vigil, vigil.torch) under
+# /usr/local, where Debian's /usr/bin/python3 finds them from any shell.
+install_build() {
+  $SUDO cmake --install build --prefix /usr/local >/dev/null
+  $SUDO ldconfig
+  (cd / && /usr/bin/python3 -c 'import vigil, vigil.torch; print("build.sh: installed vigil", vigil.__version__,
+      "and vigil.torch for /usr/bin/python3 in", vigil.__path__[0].rsplit("/", 1)[0])')
 }
 
 check_tools() {
@@ -54,13 +67,15 @@ case "${1:-}" in
   demo)
     install_packages
     check_tools
-    configure_and_build build -DVIGIL_BUILD_TESTS=OFF
+    configure_and_build build -DVIGIL_BUILD_TESTS=OFF -DVIGIL_PYTHON_INSTALL_DIR="$PY_SITE"
+    install_build
     ./build/vigil-run -n 4 ./build/vigil-demo
     ;;
   test)
     install_packages
     check_tools
-    configure_and_build build
+    configure_and_build build -DVIGIL_BUILD_TESTS=ON -DVIGIL_PYTHON_INSTALL_DIR="$PY_SITE"
+    install_build
     echo "== test suite =="
     run_ctest build
     echo "== test suite under AddressSanitizer + UndefinedBehaviorSanitizer =="
