@@ -110,7 +110,7 @@ TEST(WeightedAccumulate, VectorKernelMatchesPortableLoopBitForBit) {
           const IsaScope scope(k == 0 ? KernelIsa::kScalar : KernelIsa::kAvx2);
           got[k].resize(count + 2);
           std::memcpy(got[k].data(), start.data(), start.size());
-          weightedAccumulate(got[k].data(), w, &x[offset * sizeOf(t)], count, t);
+          weightedAccumulate(got[k].data(), w, x.data() + offset * sizeOf(t), count, t);
         }
         ASSERT_EQ(std::memcmp(got[0].data(), got[1].data(), got[0].size() * sizeof(float)), 0);
       }
