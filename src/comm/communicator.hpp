@@ -69,7 +69,9 @@ class Communicator : private algo::StepRunner, private LivenessWatch {
   // The colors, keys and listen addresses travel as one all-gather here (no
   // rendezvous); the members then connect to each other directly, so the new
   // communicator progresses and dies independently of this one.
-  std::shared_ptr<Communicator> split(int color, int key) { return splitAs(color, key, {}, config_.timeoutMs); }
+  std::shared_ptr<Communicator> split(int color, int key) {
+    return splitAs(color, key, {}, config_.timeoutMs, config_.timeoutSource);
+  }
 
   // This communicator's n-th MoE dispatch (every rank counts the same).
   uint64_t nextMoeDispatch() { return ++moeDispatches_; }
@@ -95,7 +97,8 @@ class Communicator : private algo::StepRunner, private LivenessWatch {
   // After the connections: the data path, the control handshake (init
   // succeeds on every rank or on none), the control thread.
   // split() with a name suffix (empty: "<n>.<color>") and a per-op timeout.
-  std::shared_ptr<Communicator> splitAs(int color, int key, const std::string& suffix, int timeoutMs);
+  std::shared_ptr<Communicator> splitAs(int color, int key, const std::string& suffix, int timeoutMs,
+                                        const std::string& timeoutSource);
   // Ranks on several hosts, several on one host: the communicators of the
   // hierarchical algorithms (comm/hierarchy.cpp).
   void buildHierarchy();

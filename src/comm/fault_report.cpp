@@ -263,8 +263,8 @@ void Communicator::failOp(const ExchangeFault& f) {
       where[0] = static_cast<char>(std::toupper(static_cast<unsigned char>(where[0])));
       Error e = error(Errc::OpTimeout)
                     .op(currentLabel_, seq)
-                    .cause("timed out after ", cat(waited).substr(0, 5), " s on rank ", rank_,
-                           " (VIGIL_TIMEOUT_MS=", config_.timeoutMs, "); still ", waits, ". ", where)
+                    .cause("timed out: ran ", cat(waited).substr(0, 5), " s on rank ", rank_, ", past the timeout of ",
+                           config_.timeoutMs, " ms (", config_.timeoutSource, "); still ", waits, ". ", where)
                     .build();
       throw poisonWith(e, true);  // then every peer stops too: the communicator is aborted
     }

@@ -52,8 +52,9 @@ void Communicator::buildHierarchy() {
   const int myHost = hostOf[static_cast<size_t>(rank_)];
   const bool leader = localRankOf[static_cast<size_t>(rank_)] == 0;
   const int localTimeout = config_.timeoutMs > INT_MAX / 2 ? INT_MAX : 2 * config_.timeoutMs;
-  h->local = splitAs(myHost, rank_, cat("host", myHost), localTimeout);
-  h->leaders = splitAs(leader ? 0 : -1, rank_, "leaders", config_.timeoutMs);
+  h->local = splitAs(myHost, rank_, cat("host", myHost), localTimeout,
+                     cat("twice ", config_.timeoutSource, " of '", name_, "'"));
+  h->leaders = splitAs(leader ? 0 : -1, rank_, "leaders", config_.timeoutMs, config_.timeoutSource);
   for (int r = 0; r < nranks_; ++r) {
     if (hostOf[static_cast<size_t>(r)] == myHost) h->local->outerRanks_.push_back(r);
     if (h->leaders && localRankOf[static_cast<size_t>(r)] == 0) h->leaders->outerRanks_.push_back(r);

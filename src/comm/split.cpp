@@ -73,7 +73,8 @@ JobToken childToken(const JobToken& parent, const std::vector<uint8_t>& records,
 
 }  // namespace
 
-std::shared_ptr<Communicator> Communicator::splitAs(int color, int key, const std::string& suffix, int timeoutMs) {
+std::shared_ptr<Communicator> Communicator::splitAs(int color, int key, const std::string& suffix, int timeoutMs,
+                                                    const std::string& timeoutSource) {
   checkUsable();
   const auto started = Clock::now();
   const uint32_t index = splits_.fetch_add(1);
@@ -122,6 +123,7 @@ std::shared_ptr<Communicator> Communicator::splitAs(int color, int key, const st
   CommConfig config = config_;
   config.name = suffix.empty() ? cat(name_, "/", index, ".", mine.color) : cat(name_, "/", suffix);
   config.timeoutMs = timeoutMs;
+  config.timeoutSource = timeoutSource;
   const Deadline deadline = Deadline::afterMs(config_.connectTimeoutMs);
   Mesh mesh = connectMesh(*listener, peers, newRank, token, VIGIL_VERSION_CODE, deadline);
   listener.reset();

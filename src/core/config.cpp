@@ -84,7 +84,10 @@ EnvConfig EnvConfig::parse(const std::function<const char*(const char*)>& lookup
     const char* value = lookup(var);
     return value != nullptr && *value != '\0' ? value : nullptr;
   };
-  if (const char* v = get("VIGIL_TIMEOUT_MS")) cfg.timeoutMs = parsePositiveMs("VIGIL_TIMEOUT_MS", v);
+  if (const char* v = get("VIGIL_TIMEOUT_MS")) {
+    cfg.timeoutMs = parsePositiveMs("VIGIL_TIMEOUT_MS", v);
+    cfg.timeoutFromEnv = true;
+  }
   if (const char* v = get("VIGIL_CONNECT_TIMEOUT_MS")) {
     cfg.connectTimeoutMs = parsePositiveMs("VIGIL_CONNECT_TIMEOUT_MS", v);
   }
@@ -172,6 +175,7 @@ const EnvConfig& processConfig() {
 CommConfig CommConfig::resolve(const vigilConfig* user, const EnvConfig& env) {
   CommConfig cfg;
   cfg.timeoutMs = env.timeoutMs;
+  if (env.timeoutFromEnv) cfg.timeoutSource = "VIGIL_TIMEOUT_MS";
   cfg.connectTimeoutMs = env.connectTimeoutMs;
   cfg.fingerprint = env.fingerprint;
   cfg.nanCheck = env.nanCheck;
@@ -201,6 +205,7 @@ CommConfig CommConfig::resolve(const vigilConfig* user, const EnvConfig& env) {
     out = value == 1;
   };
   milliseconds("timeoutMs", user->timeoutMs, cfg.timeoutMs);
+  if (user->timeoutMs != -1) cfg.timeoutSource = "vigilConfig.timeoutMs";
   milliseconds("connectTimeoutMs", user->connectTimeoutMs, cfg.connectTimeoutMs);
   flag("fingerprint", user->fingerprint, cfg.fingerprint);
   flag("nanCheck", user->nanCheck, cfg.nanCheck);

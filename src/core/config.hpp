@@ -29,6 +29,7 @@ struct PortRange {
 
 struct EnvConfig {
   int timeoutMs = 600000;
+  bool timeoutFromEnv = false;  // VIGIL_TIMEOUT_MS was set
   int connectTimeoutMs = 120000;
   PortRange portRange;
   std::string socketIfname;  // empty = first non-loopback interface that is up, else lo
@@ -57,6 +58,10 @@ const EnvConfig& processConfig();
 // Resolved settings of one communicator: vigilConfig fields over the environment.
 struct CommConfig {
   int timeoutMs = 600000;
+  // Where timeoutMs came from, for error text: "VIGIL_TIMEOUT_MS",
+  // "vigilConfig.timeoutMs", "the default", or what derived it (a split's
+  // node-local communicator waits twice its parent's timeout).
+  std::string timeoutSource = "the default";
   int connectTimeoutMs = 120000;
   bool fingerprint = true;
   bool nanCheck = false;

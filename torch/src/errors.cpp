@@ -1,5 +1,7 @@
 #include "errors.hpp"
 
+#include <string_view>
+
 namespace vigil::torchpg {
 
 void raise(const OpSite& site, vigilResult_t result, const char* id, const std::string& cause,
@@ -14,7 +16,15 @@ void raise(const OpSite& site, vigilResult_t result, const char* id, const std::
 }
 
 void check(vigilResult_t result, vigilComm_t comm) {
-  if (result != vigilSuccess) throw vigil::Error(result, vigilGetLastError(comm));
+  if (result == vigilSuccess) return;
+  std::string text = vigilGetLastError(comm);
+  // The group's communicators take their timeout from the process group's
+  // timeout through vigilConfig: name it as the torch user set it.
+  static constexpr std::string_view kConfigSource = "(vigilConfig.timeoutMs)";
+  if (auto at = text.find(kConfigSource); at != std::string::npos) {
+    text.replace(at, kConfigSource.size(), "(the process group's timeout)");
+  }
+  throw vigil::Error(result, text);
 }
 
 }  // namespace vigil::torchpg

@@ -3,6 +3,7 @@ group times out or its ranks call different collectives: vigil's error id,
 rank, operation, cause and remedy, in a Python RuntimeError.
 """
 
+import re
 from datetime import timedelta
 
 import pytest
@@ -75,6 +76,9 @@ def group_timeout(rank, world):
         text = str(failure.value)
         assert text.startswith("VG-OP-001: rank 0/2"), text
         assert "allreduce" in text and "rank 1" in text and "Remedy:" in text, text
+        # The words PyTorch's suite looks for in a timeout, and where the limit came from.
+        assert re.search(r" (Timed out|closed|timeout) ", text), text
+        assert "past the timeout of 2000 ms (the process group's timeout)" in text, text
         assert not work.is_success() and work.is_completed()
         # The group is broken now; later calls quote the first error.
         with pytest.raises(RuntimeError, match=r"VG-COMM-002: .*VG-OP-001"):
