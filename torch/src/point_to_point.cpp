@@ -32,24 +32,40 @@ PointToPoint::~PointToPoint() {
   channels_.clear();  // each drains its queue, then leaves its communicator
 }
 
-PointToPoint::Channel& PointToPoint::channel(int peer, Direction direction) {
+PointToPoint::Channel& PointToPoint::channel(const OpSite& site, int peer, Direction direction, int tag) {
   std::lock_guard lock(mutex_);
-  std::unique_ptr<Channel>& slot = channels_[{peer, direction}];
-  if (!slot) slot = std::make_unique<Channel>(*this, peer, direction);
-  return *slot;
+  auto [at, added] = channels_.try_emplace({peer, direction, tag});
+  if (!added) return *at->second;
+  int& tags = tagsInUse_[{peer, direction}];
+  if (tags == kMaxTagsPerPeer) {
+    channels_.erase(at);
+    const std::string way = direction == Direction::Send ? "sends to" : "receives from";
+    raise(site, vigilInvalidUsage, ids::kTooManyTags,
+          "tag " + std::to_string(tag) + " would be the " + std::to_string(kMaxTagsPerPeer + 1) +
+              "th tag of this rank's " + way + " rank " + std::to_string(peer) +
+              " in this group; the backend keeps a channel (a communicator "
+              "and a thread) per peer, direction and tag, at most " +
+              std::to_string(kMaxTagsPerPeer),
+          "use a few fixed tags (a kind of message, not a counter): messages with one tag arrive in the order they "
+          "were sent");
+  }
+  ++tags;
+  at->second = std::make_unique<Channel>(*this, peer, direction, tag);
+  return *at->second;
 }
 
-PointToPoint::Channel::Channel(const PointToPoint& owner, int peer, Direction direction)
-    : owner_(owner), peer_(peer), direction_(direction) {
+PointToPoint::Channel::Channel(const PointToPoint& owner, int peer, Direction direction, int tag)
+    : owner_(owner), peer_(peer), direction_(direction), tag_(tag) {
   const int src = direction == Direction::Send ? owner.rank_ : peer;
   const int dst = direction == Direction::Send ? peer : owner.rank_;
   commName_ = owner.commName_ + "/p2p" + std::to_string(src) + "to" + std::to_string(dst);
+  if (tag != 0) commName_ += "/tag" + std::to_string(tag);
 }
 
 std::string PointToPoint::Channel::storeKey() const {
   const int src = direction_ == Direction::Send ? owner_.rank_ : peer_;
   const int dst = direction_ == Direction::Send ? peer_ : owner_.rank_;
-  return owner_.keyPrefix_ + "/p2p/" + std::to_string(src) + "-" + std::to_string(dst);
+  return owner_.keyPrefix_ + "/p2p/" + std::to_string(src) + "-" + std::to_string(dst) + "/" + std::to_string(tag_);
 }
 
 c10::intrusive_ptr<c10d::Store> PointToPoint::Channel::rendezvousStore() const {

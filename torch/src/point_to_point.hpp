@@ -1,9 +1,13 @@
 #pragma once
-// Point-to-point traffic of one process group. Each direction to each peer
-// has its own two-rank vigil communicator and worker thread, made on first
-// use: a pending receive then never holds up a send (irecv followed by send
-// on both ranks completes), and messages between two ranks match in the
-// order they were issued. Tags are not matched, as in NCCL.
+// Point-to-point traffic of one process group. Each direction to each peer,
+// and each tag, has its own two-rank vigil communicator and worker thread,
+// made on first use: a pending receive then never holds up a send (irecv
+// followed by send on both ranks completes), a receive takes the first
+// message sent to it with its tag (as in gloo: recv(tag=2) before
+// recv(tag=1) gets the right messages whatever order they were sent in), and
+// messages with one tag match in the order they were issued. At most
+// kMaxTagsPerPeer tags per peer and direction (VG-TORCH-002 beyond): each
+// one costs a communicator and a thread.
 //
 // The communicator's root info travels through the c10d store: the sender
 // publishes it, the receiver waits for it. A TCPStore holds its connection
@@ -17,6 +21,7 @@
 #include <optional>
 #include <string>
 #include <torch/csrc/distributed/c10d/Store.hpp>
+#include <tuple>
 
 #include "errors.hpp"
 #include "op_queue.hpp"
@@ -32,7 +37,7 @@ class PointToPoint {
   // rank 1) and the queue its operations run on.
   class Channel {
    public:
-    Channel(const PointToPoint& owner, int peer, Direction direction);
+    Channel(const PointToPoint& owner, int peer, Direction direction, int tag);
     // The connected communicator; connects on first use. Call it from jobs
     // on queue() only.
     vigilComm_t comm(const OpSite& site);
@@ -47,6 +52,7 @@ class PointToPoint {
     const PointToPoint& owner_;
     int peer_;
     Direction direction_;
+    int tag_;
     std::string commName_;
     std::optional<vigil::Communicator> comm_;
     std::exception_ptr connectError_;  // a failed connect fails every later operation
@@ -61,7 +67,11 @@ class PointToPoint {
   PointToPoint& operator=(const PointToPoint&) = delete;
   ~PointToPoint();
 
-  Channel& channel(int peer, Direction direction);
+  static constexpr int kMaxTagsPerPeer = 16;
+
+  // The channel of a peer, direction and tag; throws VG-TORCH-002 for a tag
+  // beyond the first kMaxTagsPerPeer of that peer and direction.
+  Channel& channel(const OpSite& site, int peer, Direction direction, int tag);
 
  private:
   c10::intrusive_ptr<c10d::Store> store_;
@@ -75,7 +85,8 @@ class PointToPoint {
   std::chrono::milliseconds storeTimeout_;
 
   std::mutex mutex_;
-  std::map<std::pair<int, Direction>, std::unique_ptr<Channel>> channels_;
+  std::map<std::tuple<int, Direction, int>, std::unique_ptr<Channel>> channels_;
+  std::map<std::pair<int, Direction>, int> tagsInUse_;
 };
 
 }  // namespace vigil::torchpg

@@ -5,11 +5,11 @@
 
 namespace vigil::torchpg {
 
-c10::intrusive_ptr<c10d::Work> ProcessGroupVigil::send(std::vector<at::Tensor>& tensors, int dstRank, int /*tag*/) {
+c10::intrusive_ptr<c10d::Work> ProcessGroupVigil::send(std::vector<at::Tensor>& tensors, int dstRank, int tag) {
   const OpSite where = site("send");
   at::Tensor tensor = singleTensor(where, tensors);
   requirePeer(where, dstRank);
-  PointToPoint::Channel& channel = p2p_->channel(dstRank, PointToPoint::Direction::Send);
+  PointToPoint::Channel& channel = p2p_->channel(where, dstRank, PointToPoint::Direction::Send, tag);
   WorkSpec spec{c10d::OpType::SEND, "vigil:send", tensors, {}};
   return launchOn(channel.queue(), "send", std::move(spec), [&channel, tensor, where] {
     vigilComm_t comm = channel.comm(where);
@@ -19,11 +19,11 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupVigil::send(std::vector<at::Tensor>& 
   });
 }
 
-c10::intrusive_ptr<c10d::Work> ProcessGroupVigil::recv(std::vector<at::Tensor>& tensors, int srcRank, int /*tag*/) {
+c10::intrusive_ptr<c10d::Work> ProcessGroupVigil::recv(std::vector<at::Tensor>& tensors, int srcRank, int tag) {
   const OpSite where = site("recv");
   at::Tensor tensor = singleTensor(where, tensors);
   requirePeer(where, srcRank);
-  PointToPoint::Channel& channel = p2p_->channel(srcRank, PointToPoint::Direction::Recv);
+  PointToPoint::Channel& channel = p2p_->channel(where, srcRank, PointToPoint::Direction::Recv, tag);
   // The profiler records the receive buffer as the input, as gloo does.
   WorkSpec spec{c10d::OpType::RECV, "vigil:recv", tensors, tensors, srcRank};
   return launchOn(channel.queue(), "recv", std::move(spec), [&channel, tensor, where] {

@@ -232,6 +232,43 @@ def check_send_recv(rank, world):
             assert_close(t, value(0, dtype=dtype))
 
 
+def check_tags(rank, world):
+    """A receive takes the message sent with its tag, whatever order the sender used (as in gloo)."""
+    if rank == 0:
+        works = [dist.isend(value(i), 1, tag=tag) for i, tag in enumerate((1, 2, 1))]
+        for w in works:
+            w.wait()
+    elif rank == 1:
+        got = [torch.zeros(2, 3) for _ in range(3)]
+        dist.recv(got[1], 0, tag=2)
+        dist.recv(got[0], 0, tag=1)
+        dist.recv(got[2], 0, tag=1)
+        for i in range(3):
+            assert_close(got[i], value(i))
+    # Sixteen tags per peer and direction (0, the default, 1, 2 and these); the seventeenth is refused on
+    # both sides, before any traffic.
+    tags = list(range(3, 16))
+    if rank in (0, 1):
+        peer = 1 - rank
+        for tag in tags:
+            if rank == 0:
+                dist.send(value(tag), peer, tag=tag)
+            else:
+                t = torch.zeros(2, 3)
+                dist.recv(t, peer, tag=tag)
+                assert_close(t, value(tag))
+        way = "sends to" if rank == 0 else "receives from"
+        with pytest.raises(RuntimeError, match=r"^VG-TORCH-002: rank %d/%d .*: tag 99 would be the 17th tag of this "
+                           r"rank's %s rank %d .*Remedy" % (rank, world, way, peer)):
+            if rank == 0:
+                dist.send(value(0), peer, tag=99)
+            else:
+                dist.recv(torch.zeros(2, 3), peer, tag=99)
+    t = torch.ones(2)
+    dist.all_reduce(t)
+    assert_close(t, torch.full((2,), float(world)))
+
+
 def check_barrier_and_work(rank, world):
     dist.barrier()
     works = [dist.all_reduce(torch.full((4,), float(i)), async_op=True) for i in range(5)]
@@ -242,7 +279,8 @@ def check_barrier_and_work(rank, world):
 
 
 CHECKS = [check_broadcast, check_all_reduce, check_refused, check_coalesced, check_reduce, check_all_gather,
-          check_gather_scatter, check_reduce_scatter, check_all_to_all, check_send_recv, check_barrier_and_work]
+          check_gather_scatter, check_reduce_scatter, check_all_to_all, check_send_recv, check_tags,
+          check_barrier_and_work]
 
 
 def every_operation(rank, world):
