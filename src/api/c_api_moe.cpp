@@ -10,7 +10,11 @@
 // stream follows it; any other use waits for it first; destroying it waits
 // for every queued use.
 
+#include <array>
+#include <cstdint>
+#include <mutex>
 #include <optional>
+#include <unordered_set>
 #include <utility>
 #include <vector>
 
@@ -42,6 +46,52 @@ struct vigilMoeHandle : moe::Handle {
 };
 
 namespace {
+
+// The MoE handles alive now. A destroyed handle's memory is freed, so whether
+// a handle is alive is looked up here, never read from the handle. Sharded by
+// address, so that ranks-as-threads do not meet on one lock.
+class LiveHandles {
+ public:
+  void add(const vigilMoeHandle* h) {
+    Shard& s = shardOf(h);
+    std::lock_guard lock(s.mutex);
+    s.live.insert(h);
+  }
+  // False if `h` was not alive (already destroyed, or never a handle).
+  bool remove(const vigilMoeHandle* h) {
+    Shard& s = shardOf(h);
+    std::lock_guard lock(s.mutex);
+    return s.live.erase(h) == 1;
+  }
+  bool contains(const vigilMoeHandle* h) {
+    Shard& s = shardOf(h);
+    std::lock_guard lock(s.mutex);
+    return s.live.count(h) == 1;
+  }
+
+ private:
+  static constexpr size_t kShards = 16;
+  struct alignas(64) Shard {
+    std::mutex mutex;
+    std::unordered_set<const vigilMoeHandle*> live;
+  };
+  Shard& shardOf(const vigilMoeHandle* h) { return shards_[(reinterpret_cast<uintptr_t>(h) >> 6) % kShards]; }
+  std::array<Shard, kShards> shards_;
+};
+
+LiveHandles& liveHandles() {
+  static auto* live = new LiveHandles;  // never destroyed: handles may be destroyed during exit
+  return *live;
+}
+
+constexpr const char* kNotLive = "the handle was destroyed (vigilMoeHandleDestroy) or is not a vigil MoE handle";
+
+// NULL passes: the full checks name it.
+void requireLive(const Communicator& c, vigilMoeHandle_t handle, const char* call) {
+  if (handle != nullptr && !liveHandles().contains(handle)) {
+    c.error(Errc::MoeBadHandle).op(call).cause(kNotLive).raise();
+  }
+}
 
 void needOut(const void* p, const char* call, const char* name) {
   if (p == nullptr) ErrorBuilder(Errc::ApiNullArgument).op(call).cause(name, " is NULL").raise();
@@ -89,6 +139,7 @@ vigilResult_t vigilMoeDispatch(const vigilMoeConfig* cfg, const vigilMoeDispatch
     if (!s) {
       auto out = std::make_unique<vigilMoeHandle>();
       moe::dispatch(c, cfg, args, workspace, workspaceBytes, *out);
+      liveHandles().add(out.get());
       *handle = out.release();
       return;
     }
@@ -104,6 +155,7 @@ vigilResult_t vigilMoeDispatch(const vigilMoeConfig* cfg, const vigilMoeDispatch
       out->comm = c;
       out->commId = c.get();
       out->configDigest = moe::configDigest(*cfg);
+      liveHandles().add(out);
     }
     s->enqueue([c, cfg = copyOf(cfg), args = copyOf(args), workspace, workspaceBytes, refused, out] {
       moe::Handle unused;
@@ -125,6 +177,7 @@ vigilResult_t vigilMoeCombineGetWorkspaceSize(const vigilMoeConfig* cfg, vigilMo
     needOut(workspaceBytes, "vigilMoeCombineGetWorkspaceSize", "workspaceBytes");
     needOut(cfg, "vigilMoeCombineGetWorkspaceSize", "cfg");
     std::shared_ptr<Communicator> c = api::acquire(comm);
+    requireLive(*c, handle, "vigilMoeCombineGetWorkspaceSize");
     moe::checkHandle(*c, *cfg, handle, "vigilMoeCombineGetWorkspaceSize", true);
     handle->waitQueued();  // the size depends on the routing
     moe::checkHandle(*c, *cfg, handle, "vigilMoeCombineGetWorkspaceSize");
@@ -143,6 +196,7 @@ vigilResult_t vigilMoeCombine(const vigilMoeConfig* cfg, vigilMoeHandle_t handle
     try {
       // A handle whose dispatch is queued elsewhere is waited for; on this
       // stream the combine simply comes after it, and is checked in full there.
+      requireLive(*c, handle, "vigilMoeCombine");
       if (cfg != nullptr) moe::checkHandle(*c, *cfg, handle, "vigilMoeCombine", true);
       const bool behind = handle != nullptr && handle->queuedOn(s.get());
       if (handle != nullptr) handle->waitQueued(s.get());
@@ -166,12 +220,9 @@ vigilResult_t vigilMoeCombine(const vigilMoeConfig* cfg, vigilMoeHandle_t handle
 vigilResult_t vigilMoeHandleDestroy(vigilMoeHandle_t handle) {
   return api::guarded(nullptr, [&] {
     if (handle == nullptr) return;
-    if (handle->magic != moe::Handle::kLive) {
-      ErrorBuilder(Errc::MoeBadHandle)
-          .op("vigilMoeHandleDestroy")
-          .cause("the handle was already destroyed or is not a vigil MoE handle")
-          .raise();
-    }
+    // Dead from here on for every other call, while its queued uses finish.
+    if (!liveHandles().remove(handle))
+      ErrorBuilder(Errc::MoeBadHandle).op("vigilMoeHandleDestroy").cause(kNotLive).raise();
     handle->waitQueued();
     handle->magic = 0;
     delete handle;

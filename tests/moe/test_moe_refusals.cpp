@@ -509,6 +509,33 @@ TEST(MoeCombineRefusal, HandleFromAnotherCommunicatorOrConfigOrNull) {
       refusalConfig());
 }
 
+TEST(MoeCombineRefusal, DestroyedHandle) {
+  const Case& k = baseCase(2);
+  runRanks(
+      2,
+      [&](int rank, vigilComm_t& comm) {
+        Dispatched d;
+        dispatchOk(k, rank, comm, d);
+        if (d.h == nullptr) return;
+        combineOk(k, rank, comm, d);
+        ASSERT_EQ(vigilMoeHandleDestroy(d.h), vigilSuccess);
+        // The handle's memory is gone: every later use is refused without reading it (ASan checks that).
+        const Expect destroyed{vigilInvalidUsage, "VG-MOE-007", {"was destroyed (vigilMoeHandleDestroy)"}, {}, {}};
+        expectRefusal(outcome(vigilMoeHandleDestroy(d.h), nullptr), destroyed, "destroyed twice");
+        Expect combined = destroyed;
+        combined.contains.push_back("rank " + std::to_string(rank) + "/2");
+        expectCombineRefused(comm, d.b->cfg, d.h, d, combined, "combine with a destroyed handle");
+        d.h = nullptr;
+        // The communicator is still usable.
+        Dispatched again;
+        dispatchOk(k, rank, comm, again);
+        if (again.h == nullptr) return;
+        combineOk(k, rank, comm, again);
+        EXPECT_EQ(vigilMoeHandleDestroy(again.h), vigilSuccess);
+      },
+      refusalConfig());
+}
+
 TEST(MoeCombineRefusal, RanksCombiningDifferentDispatches) {
   const Case& a = baseCase(3);
   Spec s = a.spec;
