@@ -12,14 +12,15 @@ namespace vigil::torchpg {
 
 // The ids this layer uses; the rows are in docs/errors.md.
 namespace ids {
-inline constexpr const char* kBadDataType = "VG-API-002";    // no vigil type for a reduction
-inline constexpr const char* kBadRedOp = "VG-API-003";       // no vigil reduction for a ReduceOp
-inline constexpr const char* kBadRoot = "VG-API-004";        // root outside the group
-inline constexpr const char* kBadPeer = "VG-API-005";        // peer outside the group, or this rank
-inline constexpr const char* kNotSupported = "VG-API-008";   // recv from any source
-inline constexpr const char* kTimeout = "VG-OP-001";         // Work.wait(timeout) ran out
-inline constexpr const char* kBadTensor = "VG-TORCH-001";    // a tensor argument the backend cannot take
-inline constexpr const char* kTooManyTags = "VG-TORCH-002";  // more p2p tags with one peer than channels
+inline constexpr const char* kBadDataType = "VG-API-002";       // no vigil type for a reduction
+inline constexpr const char* kBadRedOp = "VG-API-003";          // no vigil reduction for a ReduceOp
+inline constexpr const char* kBadRoot = "VG-API-004";           // root outside the group
+inline constexpr const char* kBadPeer = "VG-API-005";           // peer outside the group, or this rank
+inline constexpr const char* kNotSupported = "VG-API-008";      // recv from any source
+inline constexpr const char* kTimeout = "VG-OP-001";            // Work.wait(timeout) ran out
+inline constexpr const char* kBadTensor = "VG-TORCH-001";       // a tensor argument the backend cannot take
+inline constexpr const char* kTooManyTags = "VG-TORCH-002";     // more p2p tags with one peer than channels
+inline constexpr const char* kSparseMismatch = "VG-TORCH-003";  // ranks' sparse tensors disagree
 }  // namespace ids
 
 // Where an error happened: this rank of the group, the group's communicator

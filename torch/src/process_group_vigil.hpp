@@ -99,6 +99,9 @@ class ProcessGroupVigil final : public c10d::ProcessGroup {
   // it returns, or fails with what it threw.
   c10::intrusive_ptr<c10d::Work> launch(const char* op, WorkSpec spec, std::function<void()> body);
   c10::intrusive_ptr<c10d::Work> launchOn(OpQueue& queue, const char* op, WorkSpec spec, std::function<void()> body);
+  // allreduce (SUM) of one sparse COO tensor (collectives.cpp).
+  c10::intrusive_ptr<c10d::Work> sparseAllreduce(const OpSite& where, const at::Tensor& tensor,
+                                                 std::vector<at::Tensor>& tensors, const c10d::AllreduceOptions& opts);
   // One tensor, dense, on the CPU: the argument of broadcast/allreduce/reduce/send/recv.
   at::Tensor singleTensor(const OpSite& site, const std::vector<at::Tensor>& tensors) const;
   void requirePeer(const OpSite& site, int peer) const;

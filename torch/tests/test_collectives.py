@@ -108,7 +108,9 @@ def check_refused(rank, world):
     with pytest.raises(RuntimeError, match=r"VG-API-008: .*monitored_barrier.*Remedy"):
         dist.distributed_c10d._get_default_group().monitored_barrier()
     with pytest.raises(RuntimeError, match=r"VG-TORCH-001: .*sparse.*Remedy"):
-        dist.all_reduce(torch.eye(2).to_sparse())
+        dist.all_reduce(torch.eye(2).to_sparse_csr())
+    with pytest.raises(RuntimeError, match=r"VG-API-003: .*sparse tensors are reduced with SUM only.*Remedy"):
+        dist.all_reduce(torch.eye(2).to_sparse(), dist.ReduceOp.MAX)
     t = torch.ones(3)
     dist.all_reduce(t)
     assert_close(t, torch.full((3,), float(world)))
@@ -269,6 +271,42 @@ def check_tags(rank, world):
     assert_close(t, torch.full((2,), float(world)))
 
 
+def sparse_of(rank, sizes, sparse_dims, dtype=torch.float32, entries=None):
+    """Rank `rank`'s sparse tensor: `entries` (default rank + 1) entries at seeded places, some repeated."""
+    g = torch.Generator().manual_seed(100 + rank)
+    n = rank + 1 if entries is None else entries
+    indices = torch.stack([torch.randint(0, sizes[d], (n,), generator=g) for d in range(sparse_dims)]) \
+        if n else torch.zeros(sparse_dims, 0, dtype=torch.int64)
+    values = (torch.randn([n] + list(sizes[sparse_dims:]), generator=g) * 10).to(dtype)
+    return torch.sparse_coo_tensor(indices, values, sizes)
+
+
+def check_sparse(rank, world):
+    """allreduce of sparse COO tensors sums them as gloo does, uncoalesced input and empty ranks included."""
+    cases = [((7,), 1, torch.float32, None), ((5, 4), 2, torch.float64, None), ((4, 3, 2), 3, torch.int64, None),
+             ((6, 3), 1, torch.float32, None), ((3, 2, 2), 1, torch.float64, None),
+             ((8,), 1, torch.float32, lambda r: 0 if r == 0 else None),  # rank 0 has no entries
+             ((8, 2), 1, torch.float32, lambda r: 0)]  # no rank has entries
+    for sizes, sparse_dims, dtype, entries in cases:
+        entries = entries or (lambda r: None)
+        t = sparse_of(rank, sizes, sparse_dims, dtype, entries(rank))
+        expected = sum(sparse_of(r, sizes, sparse_dims, dtype, entries(r)).to_dense() for r in range(world))
+        work = dist.all_reduce(t, async_op=True)
+        work.wait()
+        assert t.is_sparse and t.is_coalesced()
+        assert_close(t.to_dense(), expected)
+        assert_close(work.result()[0].to_dense(), expected)
+    # Ranks that disagree on the shape: refused on every rank, naming a rank that differs; the group stays usable.
+    t = sparse_of(rank, (4 + (rank == world - 1), 2), 1)
+    other = 0 if rank == world - 1 else world - 1
+    with pytest.raises(RuntimeError, match=r"^VG-TORCH-003: rank %d/%d .*allreduce: rank %d passed a sparse tensor "
+                       r"with sizes \[%d, 2\].*Remedy" % (rank, world, other, 4 + (other == world - 1))):
+        dist.all_reduce(t)
+    t = torch.ones(2)
+    dist.all_reduce(t)
+    assert_close(t, torch.full((2,), float(world)))
+
+
 def check_barrier_and_work(rank, world):
     dist.barrier()
     works = [dist.all_reduce(torch.full((4,), float(i)), async_op=True) for i in range(5)]
@@ -280,7 +318,7 @@ def check_barrier_and_work(rank, world):
 
 CHECKS = [check_broadcast, check_all_reduce, check_refused, check_coalesced, check_reduce, check_all_gather,
           check_gather_scatter, check_reduce_scatter, check_all_to_all, check_send_recv, check_tags,
-          check_barrier_and_work]
+          check_sparse, check_barrier_and_work]
 
 
 def every_operation(rank, world):

@@ -64,6 +64,39 @@ def train(rank, world, **ddp_options):
         assert_close(p, q, rtol=1e-5, atol=1e-6)
 
 
+class SparseNet(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.embedding = torch.nn.Embedding(20, 4, sparse=True)  # sparse gradients: a sparse allreduce
+        self.out = torch.nn.Linear(4, 1)
+
+    def forward(self, ids):
+        return self.out(self.embedding(ids).sum(1))
+
+
+def train_sparse(rank, world):
+    torch.manual_seed(0)
+    model = SparseNet()
+    reference = copy.deepcopy(model)
+    ddp = DDP(model)
+    optimizer = torch.optim.SGD(ddp.parameters(), lr=0.1)
+    ref_optimizer = torch.optim.SGD(reference.parameters(), lr=0.1)
+    data = torch.Generator().manual_seed(2)
+    for _ in range(STEPS):
+        ids = torch.randint(0, 20, (world * SHARD, 3), generator=data)
+        y = torch.randn(world * SHARD, 1, generator=data)
+        mine = slice(rank * SHARD, (rank + 1) * SHARD)
+        optimizer.zero_grad()
+        F.mse_loss(ddp(ids[mine]), y[mine]).backward()
+        assert model.embedding.weight.grad.is_sparse
+        optimizer.step()
+        ref_optimizer.zero_grad()
+        F.mse_loss(reference(ids), y).backward()
+        ref_optimizer.step()
+    for p, q in zip(model.parameters(), reference.parameters()):
+        assert_close(p, q, rtol=1e-5, atol=1e-6)
+
+
 def reducer_outlives_group(rank, world):
     group = dist.new_group()
     model = DDP(Net(), process_group=group)
@@ -79,6 +112,7 @@ def ddp_variants(rank, world):
     train(rank, world, bucket_cap_mb=0.0001, gradient_as_bucket_view=True)
     # A comm hook: allreduce through the Work's future, then divide.
     train(rank, world, hook=default_hooks.allreduce_hook)
+    train_sparse(rank, world)
     reducer_outlives_group(rank, world)
 
 
