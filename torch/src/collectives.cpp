@@ -1,7 +1,10 @@
 // broadcast, allreduce, allreduce_coalesced, reduce and barrier: the
 // operations that work in place on the caller's tensors.
 
+#include <chrono>
 #include <numeric>
+#include <string>
+#include <vector>
 
 #include "process_group_vigil.hpp"
 #include "tensor_args.hpp"
@@ -87,11 +90,71 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupVigil::barrier(const c10d::BarrierOpt
   return launch("barrier", std::move(spec), [this] { check(vigilBarrier(comm(), nullptr), comm()); });
 }
 
-void ProcessGroupVigil::monitoredBarrier(const c10d::BarrierOptions& /*opts*/, bool /*waitAllRanks*/) {
-  raise(site("monitored_barrier"), vigilInvalidUsage, ids::kNotSupported,
-        "monitored_barrier is not supported by the vigil backend (torch implements it for gloo only)",
-        "call dist.barrier(): a rank that does not arrive within the group's timeout is named in its VG-OP-001 "
-        "error");
+// monitored_barrier, as gloo has it: every rank reports to rank 0 through the
+// group's store, rank 0 waits for each in turn and then releases them, so rank
+// 0 names every rank that did not come (wait_all_ranks) or the first one. It
+// runs on the calling thread, like gloo's, beside the group's queued work.
+void ProcessGroupVigil::monitoredBarrier(const c10d::BarrierOptions& opts, bool waitAllRanks) {
+  using Clock = std::chrono::steady_clock;
+  const OpSite where = site("monitored_barrier");
+  const std::chrono::milliseconds timeout = opts.timeout == c10d::kUnsetTimeout ? timeout_ : opts.timeout;
+  const std::string ms = std::to_string(timeout.count()) + " ms";
+  const std::string prefix = "vigil-monitored-barrier/" + commName_ + "/" + std::to_string(monitoredBarriers_++) + "/";
+  const std::string released = prefix + "released";
+  if (rank_ != 0) {
+    store_->set(prefix + std::to_string(rank_), {1});
+    try {
+      store_->wait({released}, timeout);
+    } catch (const std::exception&) {
+      raise(where, vigilTimeout, ids::kTimeout,
+            "Rank " + std::to_string(rank_) +
+                " successfully reached monitoredBarrier, but received errors while waiting for send/recv from rank 0: "
+                "rank 0 did not release the barrier within " +
+                ms + " (it names the ranks that did not arrive)",
+            "see rank 0's error; make every rank of the group call monitored_barrier");
+    }
+    return;
+  }
+  const Clock::time_point deadline = Clock::now() + timeout;
+  std::vector<int> missing;
+  auto ranksText = [](const std::vector<int>& ranks) {
+    std::string text;
+    for (int r : ranks) text += (text.empty() ? "" : ", ") + std::to_string(r);
+    return text;
+  };
+  for (int r = 1; r < size_; ++r) {
+    const std::string key = prefix + std::to_string(r);
+    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now());
+    bool arrived = false;
+    if (left.count() > 0) {
+      try {
+        store_->wait({key}, left);
+        arrived = true;
+      } catch (const std::exception&) {
+      }
+    } else {
+      arrived = store_->check({key});
+      if (!arrived && !waitAllRanks) {
+        raise(where, vigilTimeout, ids::kTimeout,
+              "Rank 0 timed out in monitoredBarrier after " + ms + ": rank " + std::to_string(r) +
+                  " had not arrived when the time was up",
+              "make every rank of the group call monitored_barrier, or give it a longer timeout");
+      }
+    }
+    if (arrived) continue;
+    missing.push_back(r);
+    if (!waitAllRanks) break;
+  }
+  if (!missing.empty()) {
+    const bool one = missing.size() == 1;
+    raise(where, vigilTimeout, ids::kTimeout,
+          std::string(one ? "Rank " : "Ranks ") + ranksText(missing) + " failed to pass monitoredBarrier in " + ms +
+              (waitAllRanks ? "" : " (the first rank found missing; wait_all_ranks=True names all of them)"),
+          "find out why rank(s) " + ranksText(missing) +
+              " did not reach monitored_barrier: stuck, stopped, or in a different call");
+  }
+  store_->set(released, {1});
+  for (int r = 1; r < size_; ++r) store_->deleteKey(prefix + std::to_string(r));
 }
 
 // ---- sparse allreduce -----------------------------------------------------

@@ -50,7 +50,7 @@ std::string nameFor(const std::string& rootText) {
 
 ProcessGroupVigil::ProcessGroupVigil(const c10::intrusive_ptr<c10d::Store>& store, int rank, int size,
                                      std::chrono::milliseconds timeout)
-    : c10d::ProcessGroup(rank, size), timeout_(timeout) {
+    : c10d::ProcessGroup(rank, size), timeout_(timeout), store_(store) {
   const std::string rootText = rendezvous(*store, rank, size);
   commName_ = nameFor(rootText);
   const int timeoutMs = static_cast<int>(std::clamp<int64_t>(timeout.count(), 1, INT32_MAX));

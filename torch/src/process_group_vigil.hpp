@@ -108,6 +108,8 @@ class ProcessGroupVigil final : public c10d::ProcessGroup {
 
   std::string commName_;
   std::chrono::milliseconds timeout_;
+  c10::intrusive_ptr<c10d::Store> store_;  // the group's; monitored_barrier meets there
+  uint64_t monitoredBarriers_ = 0;         // how many this rank called: each has its own keys
   std::unique_ptr<vigil::Communicator> comm_;
   std::unique_ptr<PointToPoint> p2p_;
   std::unique_ptr<OpQueue> queue_;  // destroyed first: drains before the communicators go

@@ -105,8 +105,6 @@ def check_refused(rank, world):
         dist.all_reduce(torch.ones(2, dtype=torch.int16))
     with pytest.raises(RuntimeError, match=r"VG-API-008: .*any source.*Remedy"):
         dist.recv(torch.ones(2))
-    with pytest.raises(RuntimeError, match=r"VG-API-008: .*monitored_barrier.*Remedy"):
-        dist.distributed_c10d._get_default_group().monitored_barrier()
     with pytest.raises(RuntimeError, match=r"VG-TORCH-001: .*sparse.*Remedy"):
         dist.all_reduce(torch.eye(2).to_sparse_csr())
     with pytest.raises(RuntimeError, match=r"VG-API-003: .*sparse tensors are reduced with SUM only.*Remedy"):

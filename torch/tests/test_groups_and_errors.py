@@ -115,3 +115,32 @@ def mismatch(rank, world):
 
 def test_mismatch_raises_on_both_ranks():
     run_ranks(mismatch, 2)
+
+
+def monitored_barrier(rank, world):
+    # torch's dist.monitored_barrier() is for gloo only; the group's own method is vigil's.
+    pg = dist.distributed_c10d._get_default_group()
+    pg.monitored_barrier(timedelta(seconds=60))
+    pg.monitored_barrier(timedelta(seconds=60), wait_all_ranks=True)
+    # Rank 2 stays away: rank 0 names it, rank 1 hears that rank 0 did not release it.
+    if rank == 0:
+        with pytest.raises(RuntimeError, match=r"^VG-OP-001: rank 0/3 .*monitored_barrier: Rank 2 failed to pass "
+                           r"monitoredBarrier in 1000 ms .*Remedy"):
+            pg.monitored_barrier(timedelta(seconds=1))
+        # Alone, waiting for everyone: both others are named.
+        with pytest.raises(RuntimeError, match=r"Ranks 1, 2 failed to pass monitoredBarrier in 500 ms\."):
+            pg.monitored_barrier(timedelta(milliseconds=500), wait_all_ranks=True)
+        with pytest.raises(RuntimeError, match=r"Rank 0 timed out in monitoredBarrier after 0 ms: rank 1 had not"):
+            pg.monitored_barrier(timedelta(seconds=0))
+    elif rank == 1:
+        with pytest.raises(RuntimeError, match=r"^VG-OP-001: rank 1/3 .*Rank 1 successfully reached monitoredBarrier, "
+                           r"but received errors while waiting for send/recv from rank 0"):
+            pg.monitored_barrier(timedelta(seconds=3))
+    # The group's collectives are not affected.
+    t = torch.ones(2)
+    dist.all_reduce(t)
+    assert_close(t, torch.full((2,), 3.0))
+
+
+def test_monitored_barrier():
+    run_ranks(monitored_barrier, 3)
