@@ -57,6 +57,19 @@ def _prepare_suite():
             def gloo_is_vigil(store, rank, size, timeout):
                 return vigil.torch.create_process_group(store, rank, size, timeout)
 
+            # TORCH_DISTRIBUTED_DEBUG=DETAIL wraps each group with a real gloo
+            # helper group that checks the ranks' calls agree: keep that one gloo.
+            real_gloo = distributed_c10d.ProcessGroupGloo
+            create_wrapper = distributed_c10d._create_process_group_wrapper
+
+            def wrapper_with_real_gloo(*args, **kwargs):
+                distributed_c10d.ProcessGroupGloo = real_gloo
+                try:
+                    return create_wrapper(*args, **kwargs)
+                finally:
+                    distributed_c10d.ProcessGroupGloo = gloo_is_vigil
+
+            distributed_c10d._create_process_group_wrapper = wrapper_with_real_gloo
             distributed_c10d.ProcessGroupGloo = gloo_is_vigil
 
         # TestDistBackend._run turns on DDP with ReplicatedTensor, whose import
