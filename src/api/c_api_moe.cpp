@@ -224,7 +224,6 @@ vigilResult_t vigilMoeHandleDestroy(vigilMoeHandle_t handle) {
     if (!liveHandles().remove(handle))
       ErrorBuilder(Errc::MoeBadHandle).op("vigilMoeHandleDestroy").cause(kNotLive).raise();
     handle->waitQueued();
-    handle->magic = 0;
     delete handle;
   });
 }

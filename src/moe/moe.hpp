@@ -55,9 +55,8 @@ std::string configProblem(const vigilMoeConfig& cfg);
 size_t dispatchWorkspaceBytes(const vigilMoeConfig& cfg, const vigilMoeDispatchArgs& args);
 
 // The routing of one dispatch, kept for its combine.
+// Whether a handle is alive is kept by the C API (a table of live handles).
 struct Handle {
-  static constexpr uint64_t kLive = 0x5649474c4d4f4548ULL;  // "VIGLMOEH"
-  uint64_t magic = kLive;
   std::weak_ptr<Communicator> comm;
   const Communicator* commId = nullptr;
   uint64_t configDigest = 0;

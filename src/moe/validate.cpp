@@ -177,7 +177,7 @@ void validateDispatch(const Communicator& comm, const vigilMoeConfig* cfg, const
 void checkHandle(const Communicator& comm, const vigilMoeConfig& cfg, const Handle* h, const char* call,
                  bool queuedOk) {
   auto fail = [&](const auto&... why) { comm.error(Errc::MoeBadHandle).op(call).cause(why...).raise(); };
-  if (h == nullptr || h->magic != Handle::kLive) fail("the handle is NULL, destroyed or not a vigil MoE handle");
+  if (h == nullptr) fail("the handle is NULL");
   if (h->commId != &comm) fail("the handle comes from a dispatch on another communicator");
   if (configDigest(cfg) != h->configDigest) fail("the configuration differs from the one of the handle's dispatch");
   if (!queuedOk && !h->complete) {

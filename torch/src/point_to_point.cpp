@@ -1,5 +1,7 @@
 #include "point_to_point.hpp"
 
+#include <climits>
+#include <iterator>
 #include <torch/csrc/distributed/c10d/PrefixStore.hpp>
 #include <torch/csrc/distributed/c10d/TCPStore.hpp>
 
@@ -34,11 +36,11 @@ PointToPoint::~PointToPoint() {
 
 PointToPoint::Channel& PointToPoint::channel(const OpSite& site, int peer, Direction direction, int tag) {
   std::lock_guard lock(mutex_);
-  auto [at, added] = channels_.try_emplace({peer, direction, tag});
-  if (!added) return *at->second;
-  int& tags = tagsInUse_[{peer, direction}];
-  if (tags == kMaxTagsPerPeer) {
-    channels_.erase(at);
+  if (auto found = channels_.find({peer, direction, tag}); found != channels_.end()) return *found->second;
+  // The channels of one peer and direction lie together in the map, ordered by tag.
+  const auto first = channels_.lower_bound({peer, direction, INT_MIN});
+  const auto last = channels_.upper_bound({peer, direction, INT_MAX});
+  if (std::distance(first, last) == kMaxTagsPerPeer) {
     const std::string way = direction == Direction::Send ? "sends to" : "receives from";
     raise(site, vigilInvalidUsage, ids::kTooManyTags,
           "tag " + std::to_string(tag) + " would be the " + std::to_string(kMaxTagsPerPeer + 1) +
@@ -49,9 +51,9 @@ PointToPoint::Channel& PointToPoint::channel(const OpSite& site, int peer, Direc
           "use a few fixed tags (a kind of message, not a counter): messages with one tag arrive in the order they "
           "were sent");
   }
-  ++tags;
-  at->second = std::make_unique<Channel>(*this, peer, direction, tag);
-  return *at->second;
+  std::unique_ptr<Channel>& slot = channels_[{peer, direction, tag}];
+  slot = std::make_unique<Channel>(*this, peer, direction, tag);
+  return *slot;
 }
 
 PointToPoint::Channel::Channel(const PointToPoint& owner, int peer, Direction direction, int tag)

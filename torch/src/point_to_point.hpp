@@ -86,7 +86,6 @@ class PointToPoint {
 
   std::mutex mutex_;
   std::map<std::tuple<int, Direction, int>, std::unique_ptr<Channel>> channels_;
-  std::map<std::pair<int, Direction>, int> tagsInUse_;
 };
 
 }  // namespace vigil::torchpg
