@@ -2,6 +2,7 @@
 // call fails on the calling rank with an id, and the communicator stays usable.
 
 #include <limits>
+#include <utility>
 
 #include "comm/communicator.hpp"
 #include "core/dtype.hpp"
@@ -9,10 +10,35 @@
 namespace vigil {
 namespace {
 
+// A buffer of `bytes` at `p` that would end past the address space.
+bool wraps(const void* p, size_t bytes) {
+  return bytes > std::numeric_limits<uintptr_t>::max() - reinterpret_cast<uintptr_t>(p);
+}
+
+// Only for buffers that do not wrap (checked first).
 bool overlaps(const void* a, size_t aBytes, const void* b, size_t bBytes) {
   if (aBytes == 0 || bBytes == 0) return false;
   auto pa = reinterpret_cast<uintptr_t>(a), pb = reinterpret_cast<uintptr_t>(b);
   return pa < pb + bBytes && pb < pa + aBytes;
+}
+
+// How many count-sized blocks the op's send and receive buffers span here.
+std::pair<size_t, size_t> blocksOf(const OpDesc& op, bool isRoot, size_t n) {
+  switch (op.kind) {
+    case OpKind::AllGather:
+    case OpKind::Split: return {1, n};
+    case OpKind::Gather: return {1, isRoot ? n : 0};
+    case OpKind::ReduceScatter: return {n, 1};
+    case OpKind::Scatter: return {isRoot ? n : 0, 1};
+    case OpKind::AllToAll: return {n, n};
+    case OpKind::Broadcast: return {isRoot ? 1 : 0, 1};
+    case OpKind::Reduce: return {1, isRoot ? 1 : 0};
+    case OpKind::Send: return {1, 0};
+    case OpKind::Recv: return {0, 1};
+    case OpKind::AllToAllV:
+    case OpKind::Barrier: return {0, 0};  // all-to-all-v checks its displacements itself
+    default: return {1, 1};
+  }
 }
 
 }  // namespace
@@ -49,6 +75,15 @@ void Communicator::validate(const OpDesc& op) const {
           .raise();
     }
   };
+  if (const auto [sendBlocks, recvBlocks] = blocksOf(op, isRoot, n);
+      (op.send && wraps(op.send, bytes * sendBlocks)) || (op.recv && wraps(op.recv, bytes * recvBlocks))) {
+    fail(Errc::ApiCountOverflow)
+        .cause("count ", op.count, " of ", dtypeName(op.dtype), " from ",
+               op.send && wraps(op.send, bytes * sendBlocks) ? "sendbuff " : "recvbuff ",
+               op.send && wraps(op.send, bytes * sendBlocks) ? op.send : op.recv,
+               " runs past the end of the address space")
+        .raise();
+  }
   switch (op.kind) {
     case OpKind::AllReduce:
       need(op.send, bytes > 0, "sendbuff");
@@ -107,15 +142,28 @@ void Communicator::validate(const OpDesc& op) const {
       }
       size_t sendEnd = 0, recvEnd = 0;
       const size_t limit = std::numeric_limits<size_t>::max() / elem;
+      // displ + count <= limit, written so that neither side can wrap.
+      auto fits = [limit](size_t count, size_t displ) { return displ <= limit && count <= limit - displ; };
       for (size_t p = 0; p < n; ++p) {
-        if (op.sendcounts[p] > limit - op.sdispls[p] || op.recvcounts[p] > limit - op.rdispls[p]) {
-          fail(Errc::ApiCountOverflow).cause("count + displacement for peer ", p, " overflows").raise();
+        const bool sendOk = fits(op.sendcounts[p], op.sdispls[p]);
+        if (!sendOk || !fits(op.recvcounts[p], op.rdispls[p])) {
+          fail(Errc::ApiCountOverflow)
+              .cause(sendOk ? "rdispls[" : "sdispls[", p, "] + ", sendOk ? "recvcounts[" : "sendcounts[", p, "] = ", sendOk ? op.rdispls[p] : op.sdispls[p],
+                     " + ", sendOk ? op.recvcounts[p] : op.sendcounts[p], " elements of ", dtypeName(op.dtype),
+                     " overflows the address space")
+              .raise();
         }
         sendEnd = std::max(sendEnd, op.sdispls[p] + op.sendcounts[p]);
         recvEnd = std::max(recvEnd, op.rdispls[p] + op.recvcounts[p]);
       }
       need(op.send, sendEnd > 0, "sendbuff");
       need(op.recv, recvEnd > 0, "recvbuff");
+      if (wraps(op.send, sendEnd * elem) || wraps(op.recv, recvEnd * elem)) {
+        fail(Errc::ApiCountOverflow)
+            .cause(wraps(op.send, sendEnd * elem) ? "sendbuff" : "recvbuff",
+                   " + the largest displacement + count runs past the end of the address space")
+            .raise();
+      }
       if (overlaps(op.send, sendEnd * elem, op.recv, recvEnd * elem)) {
         fail(Errc::ApiBadAliasing).cause("alltoallv has no in-place form; sendbuff and recvbuff overlap").raise();
       }
