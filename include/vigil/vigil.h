@@ -240,6 +240,19 @@ VIGIL_API vigilResult_t vigilMoeCombine(const vigilMoeConfig* cfg, vigilMoeHandl
                                         const vigilMoeCombineArgs* args, void* workspace, size_t workspaceBytes,
                                         vigilComm_t comm, vigilStream_t stream);
 VIGIL_API vigilResult_t vigilMoeHandleDestroy(vigilMoeHandle_t handle);
+/* For language bindings, from their interpreter's exit hook: destroys every
+ * communicator of this process that is still alive, and tells its peers that
+ * this process is exiting - normally (uncaughtError NULL or "") or because of
+ * the uncaught error it describes (e.g. "ZeroDivisionError: division by zero")
+ * - rather than that it called vigilCommDestroy. Handles stay valid for
+ * vigilCommDestroy. */
+VIGIL_API vigilResult_t vigilProcessExiting(const char* uncaughtError);
+/* For bindings whose own checks refused a MoE call before it reached vigil:
+ * takes part in that call's handshake (combine != 0: vigilMoeCombine, else
+ * vigilMoeDispatch) as a rank that refused it with error id `errorId`
+ * (e.g. "VG-MOE-003"), so the peers return VG-MOE-006 naming that id at
+ * once. Returns vigilSuccess once the peers were told. */
+VIGIL_API vigilResult_t vigilMoeRefuse(int combine, const char* errorId, vigilComm_t comm);
 VIGIL_API int64_t vigilMoeRequiredRows(const vigilMoeConfig* cfg, int rank); /* capacity A for expandX */
 
 #ifdef __cplusplus

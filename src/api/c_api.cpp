@@ -38,7 +38,14 @@ vigilResult_t submit(vigilComm_t comm, vigilStream_t stream, const OpDesc& op) {
       c->validate(op);
       c->checkUsable();
       const uint64_t record = c->recordEnqueued(op, s->name());
-      s->enqueue([c, owned = OwnedOpDesc(op, c->nranks()), record] { c->run(owned.get(), record); });
+      s->enqueue([c, owned = OwnedOpDesc(op, c->nranks()), record] {
+        try {
+          c->run(owned.get(), record);
+        } catch (const Error& e) {
+          c->keepAsyncError(e);
+          throw;
+        }
+      });
     }
   });
 }
@@ -197,6 +204,10 @@ vigilResult_t vigilCommDestroy(vigilComm_t comm) {
   return api::guarded(comm, [&] {
     if (std::shared_ptr<Communicator> c = api::retire(comm)) c->destroy();
   });
+}
+
+vigilResult_t vigilProcessExiting(const char* uncaughtError) {
+  return api::guarded(nullptr, [&] { destroyAllForExit(uncaughtError != nullptr ? uncaughtError : ""); });
 }
 
 vigilResult_t vigilCommAbort(vigilComm_t comm) {

@@ -10,10 +10,12 @@
 // stream follows it; any other use waits for it first; destroying it waits
 // for every queued use.
 
+#include <algorithm>
 #include <array>
 #include <cstdint>
 #include <mutex>
 #include <optional>
+#include <string_view>
 #include <unordered_set>
 #include <utility>
 #include <vector>
@@ -214,6 +216,38 @@ vigilResult_t vigilMoeCombine(const vigilMoeConfig* cfg, vigilMoeHandle_t handle
     });
     if (refused) throw *refused;
     handle->queued.emplace_back(s, s->position());
+  });
+}
+
+vigilResult_t vigilMoeRefuse(int combine, const char* errorId, vigilComm_t comm) {
+  return api::guarded(comm, [&] {
+    const char* call = combine ? "vigilMoeCombine" : "vigilMoeDispatch";
+    if (errorId == nullptr) ErrorBuilder(Errc::ApiNullArgument).op("vigilMoeRefuse").cause("errorId is NULL").raise();
+    const auto table = allErrcInfo();
+    const auto info = std::find_if(table.begin(), table.end(),
+                                   [&](const ErrcInfo& i) { return std::string_view(i.id) == errorId; });
+    if (info == table.end()) {
+      ErrorBuilder(Errc::ApiBadConfig)
+          .op("vigilMoeRefuse")
+          .cause("'", errorId, "' is not a vigil error id")
+          .remedy("pass the id of the refusal, as vigil-doctor explain lists them")
+          .raise();
+    }
+    std::shared_ptr<Communicator> c = api::acquire(comm);
+    c->checkUsable();
+    notInGroup(*c, call);
+    const Error refusal =
+        c->error(info->errc).op(call).cause("refused by the caller's own checks (", info->meaning, ")").build();
+    try {
+      if (combine) {
+        moe::combine(c, nullptr, nullptr, nullptr, nullptr, 0, refusal);
+      } else {
+        moe::Handle unused;
+        moe::dispatch(c, nullptr, nullptr, nullptr, 0, unused, refusal);
+      }
+    } catch (const Error& e) {
+      if (e.text() != refusal.text()) throw;  // the handshake itself failed
+    }
   });
 }
 

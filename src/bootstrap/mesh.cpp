@@ -33,8 +33,12 @@ struct Incoming {
 }  // namespace
 
 Mesh connectMesh(const Listener& listener, const std::vector<PeerInfo>& peers, int rank, const JobToken& token,
-                 uint32_t libVersion, Deadline deadline) {
+                 uint32_t libVersion, Deadline deadline, const MeshWatch* watch) {
   const int nranks = static_cast<int>(peers.size());
+  const int wakeFd = watch != nullptr ? watch->wakeFd : -1;
+  auto checkWatch = [&] {
+    if (watch != nullptr) watch->check();  // throws when the mesh must stop
+  };
   Mesh mesh;
   mesh.control.resize(peers.size());
   mesh.data.resize(peers.size());
@@ -42,7 +46,11 @@ Mesh connectMesh(const Listener& listener, const std::vector<PeerInfo>& peers, i
   for (int peer = 0; peer < rank; ++peer) {
     for (ConnKind kind : {ConnKind::Control, ConnKind::Data}) {
       std::string lastError;
-      Fd fd = connectWithRetry(peers[static_cast<size_t>(peer)].address, deadline, -1, &lastError);
+      Fd fd;
+      while (!fd && !deadline.expired()) {
+        fd = connectWithRetry(peers[static_cast<size_t>(peer)].address, deadline, wakeFd, &lastError);
+        if (!fd) checkWatch();  // woken: stop if the news is about this mesh
+      }
       if (!fd) {
         meshFailed(rank, nranks, {peer},
                    cat("cannot connect to ", peers[static_cast<size_t>(peer)].address.toString(), " (host ",
@@ -53,7 +61,8 @@ Mesh connectMesh(const Listener& listener, const std::vector<PeerInfo>& peers, i
       p.token = token;
       p.rank = rank;
       p.libVersion = libVersion;
-      if (sendAll(fd.get(), &p, sizeof p, deadline) != IoStatus::Done) {
+      if (sendAll(fd.get(), &p, sizeof p, deadline, wakeFd) != IoStatus::Done) {
+        checkWatch();
         meshFailed(rank, nranks, {peer}, "the peer closed the connection during the handshake");
       }
       (kind == ConnKind::Control ? mesh.control : mesh.data)[static_cast<size_t>(peer)] = std::move(fd);
@@ -76,8 +85,10 @@ Mesh connectMesh(const Listener& listener, const std::vector<PeerInfo>& peers, i
                  "they did not connect to this rank's listener at " + listener.address.toString() +
                      " before the connect timeout");
     }
+    checkWatch();
     pfds.clear();
     pfds.push_back({listener.fd.get(), POLLIN, 0});
+    pfds.push_back({wakeFd, POLLIN, 0});  // ignored when -1
     Deadline wake = deadline;
     for (Incoming& in : incoming) {
       pfds.push_back({in.fd.get(), POLLIN, 0});
@@ -98,7 +109,7 @@ Mesh connectMesh(const Listener& listener, const std::vector<PeerInfo>& peers, i
         incoming.push_back({Fd(fd), addr.toString(), Deadline::afterMs(kPreambleTimeoutMs)});
       }
     }
-    size_t index = 1;
+    size_t index = 2;
     for (auto it = incoming.begin(); it != incoming.end() && index < pfds.size(); ++index) {
       Incoming& in = *it;
       std::string rejectWhy;

@@ -5,6 +5,7 @@
 // the other's progress. Every accepted connection must present this job's
 // preamble; strays are closed and logged without disturbing the job.
 
+#include <functional>
 #include <vector>
 
 #include "bootstrap/rendezvous.hpp"
@@ -20,8 +21,17 @@ struct Mesh {
   std::vector<Fd> data;
 };
 
-// Throws VG-BOOT-008 naming the ranks whose connections did not complete.
+// What a mesh built beside a live communicator (a split) watches: `wakeFd`
+// turns readable when `check` may have news; `check` throws to stop (a
+// member died, the communicator was aborted).
+struct MeshWatch {
+  int wakeFd = -1;
+  std::function<void()> check;
+};
+
+// Throws VG-BOOT-008 naming the ranks whose connections did not complete,
+// or what `watch->check` throws.
 Mesh connectMesh(const Listener& listener, const std::vector<PeerInfo>& peers, int rank, const JobToken& token,
-                 uint32_t libVersion, Deadline deadline);
+                 uint32_t libVersion, Deadline deadline, const MeshWatch* watch = nullptr);
 
 }  // namespace vigil

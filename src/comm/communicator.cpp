@@ -28,6 +28,7 @@ FrameHeader Communicator::headerFor(const OpDesc& op, int64_t seq) const {
   h.root = op.hasRoot() ? op.root : -1;
   h.seq = static_cast<uint64_t>(seq);
   h.count = op.kind == OpKind::AllToAllV || op.kind == OpKind::Barrier ? 0 : op.count;
+  if (isPointToPoint(op.kind)) h.sentAfterSeq = static_cast<uint32_t>(nextSeq_ - 1);
   return h;
 }
 
@@ -118,14 +119,14 @@ void Communicator::runCollective(const OpDesc& op) {
   shmChecked_ = false;
   const algo::Algo algo = algo::selectAlgo(op.kind, opBytes(op), topology_, config_.algo);
   current_.algo = static_cast<uint16_t>(algo);
-  if (config_.fingerprint && nranks_ > 1) control_.recordFingerprint(current_);
+  if (nranks_ > 1) control_.recordFingerprint(current_);
   if (algo == algo::Algo::Shm) data_->shm()->publishFingerprint(current_);
   stallAt_ = Deadline(opStart_ + std::chrono::milliseconds(kStallMs));
   stallQueried_ = false;
   VIGIL_LOG_AT(LogLevel::Trace, rank_, currentLabel_, " seq ", seq, " count ", op.count, " ", dtypeName(op.dtype));
 
   runAlgorithm(op, algo);
-  if (config_.fingerprint && nranks_ > 1 && !heardFromLeft_) confirmWithLeftNeighbour();
+  if (nranks_ > 1 && !heardFromLeft_) confirmWithLeftNeighbour();
   completedSeq_.store(seq);  // the data moved consistently, whatever the numbers say
   if (config_.nanCheck) checkNumerics(op, seq, nonFiniteInput);
 }
@@ -250,8 +251,20 @@ uint64_t Communicator::shmSync() {
       if (p.digestOf(q, current_.seq) == mine) continue;  // the fast path: no other cache line
       const FrameHeader& theirs = p.fingerprintOf(q, current_.seq);
       // A later seq there: that rank finished this op, and checked us in it.
-      if (theirs.seq > current_.seq || !config_.fingerprint) continue;
-      if (!theirs.sameOp(current_)) throw poisonWith(mismatchError(q, current_, theirs), true);
+      if (theirs.seq > current_.seq) continue;
+      if (!theirs.agrees(current_, config_.fingerprint)) throw poisonWith(mismatchError(q, current_, theirs), true);
+    }
+    // The collectives here do not read the byte rings that carry sends: a
+    // message sent before this collective and still unread would be lost
+    // silently (over sockets this op would read it and see a mismatch).
+    for (int q : allPeers_) {
+      std::optional<FrameHeader> waiting = p.unreceived(q);
+      // Collective frames there belong to this op or a later one (a peer
+      // that finished this one's shared-memory part may be ahead).
+      if (waiting && waiting->kind == static_cast<uint8_t>(FrameKind::PointToPoint) &&
+          static_cast<int32_t>(static_cast<uint32_t>(current_.seq) - waiting->sentAfterSeq) > 0) {
+        throw poisonWith(mismatchError(q, current_, *waiting), true);
+      }
     }
   }
   return step;
@@ -317,7 +330,7 @@ void Communicator::confirmWithLeftNeighbour() {
   if (!stallQueried_) control_.queryLeftFingerprint(current_.seq);
   std::optional<FrameHeader> theirs = control_.waitLeftFingerprint(current_.seq, opDeadline_);
   if (theirs) {
-    if (theirs->sameOp(current_)) return;
+    if (theirs->agrees(current_, config_.fingerprint)) return;
     Error e = mismatchError(left, current_, *theirs);
     throw poisonWith(e, true);
   }
@@ -334,11 +347,12 @@ void Communicator::confirmWithLeftNeighbour() {
 }
 
 bool Communicator::peerAlive(int peer) const {
-  return control_.peer(peer).status == PeerState::Status::Alive;
+  const PeerState s = control_.peer(peer);
+  return s.status == PeerState::Status::Alive && !s.finalizing;
 }
 
 Deadline Communicator::stallDeadline() const {
-  const bool crossCheck = watchPeers_ && config_.fingerprint && nranks_ > 1 && !stallQueried_;
+  const bool crossCheck = watchPeers_ && nranks_ > 1 && !stallQueried_;
   return crossCheck ? stallAt_ : Deadline::never();
 }
 
@@ -350,6 +364,7 @@ void Communicator::onStall() {
 }
 
 void Communicator::onNeighbourMismatch(const FrameHeader& mine, const FrameHeader& theirs) {
+  if (mine.agrees(theirs, config_.fingerprint)) return;  // VIGIL_FINGERPRINT=0: only the shape must agree
   poisonWith(mismatchError(algo::mod(rank_ - 1, nranks_), mine, theirs), true);
   control_.poison();  // wake this rank's op, if it is still waiting
 }
@@ -370,7 +385,7 @@ std::vector<int> Communicator::gonePeersByCause(int64_t seq) const {
   std::vector<int> out = collectGonePeers(seq);
   if (!out.empty()) {
     PeerState first = control_.peer(out.front());
-    if (first.status == PeerState::Status::Left && !first.byeCause.empty()) {
+    if (first.status == PeerState::Status::Left && !first.byeCause.empty() && first.byeCauseResult != vigilSuccess) {
       // Only ranks that left because of someone else are known yet: the
       // news of that someone is on its way (it was sent first). Wait for it
       // briefly, so the report names the root cause, not a bystander.
@@ -386,7 +401,8 @@ std::vector<int> Communicator::collectGonePeers(int64_t seq) const {
   for (int p : control_.peersNotAlive()) {  // earliest first
     PeerState s = control_.peer(p);
     if (s.status == PeerState::Status::Left && seq >= 0 && s.lastSeq >= seq) continue;  // it finished this op
-    const bool followed = s.status == PeerState::Status::Left && !s.byeCause.empty();
+    if (s.status == PeerState::Status::Alive && s.finalizing && seq >= 0 && s.lastSeq >= seq) continue;
+    const bool followed = s.status == PeerState::Status::Left && !s.byeCause.empty() && s.byeCauseResult != vigilSuccess;
     (followed ? cascade : out).push_back(p);
   }
   out.insert(out.end(), cascade.begin(), cascade.end());
@@ -423,10 +439,17 @@ void Communicator::checkPeersBeforeStart(std::span<const int> peers, int64_t seq
     bool needed = false;
     for (int q : peers) needed |= q == p;
     if (!needed) continue;
+    // A peer that stopped the communicator with an error broke it for
+    // everyone: that is sticky.
+    const PeerState state = control_.peer(p);
+    if (state.status == PeerState::Status::Failed) throw poisonWith(describePeerGone(p, state), false);
+    // A finalizing peer will run nothing else: the communicator is done
+    // for this op's kind, and the peer learns why its finalize fails.
+    if (state.finalizing) throw poisonWith(describePeerGone(p, state), true);
     // Nothing was sent: the communicator stays consistent for ops that do
     // not need that peer, so this error is not sticky; but it is the cause
     // a goodbye of ours would quote.
-    Error e = describePeerGone(p, control_.peer(p));
+    Error e = describePeerGone(p, state);
     {
       std::lock_guard lock(errorMutex_);
       lastCause_ = e.text();
@@ -462,26 +485,44 @@ void Communicator::finalize() {
     if (hier_->leaders) hier_->leaders->finalize();
   }
   opStart_ = Clock::now();
-  std::vector<int> missing = control_.finalize(Deadline::afterMs(config_.timeoutMs));
+  currentLabel_ = "finalize";
+  current_ = FrameHeader{};
+  // Peers still in a collective hear at once that this rank will not join
+  // it; they fail it and say so, which ends this wait too.
+  std::vector<int> missing = control_.finalize(Deadline::afterMs(config_.timeoutMs), completedSeq_.load());
   std::vector<int> stuck;
   for (int p : missing) {
     PeerState s = control_.peer(p);
     if (s.status == PeerState::Status::Left) continue;  // a clean exit is what finalize asks for
-    if (s.status != PeerState::Status::Alive) throw describePeerGone(p, s);
+    // This rank told everyone it is done: it cannot run more operations.
+    if (s.status != PeerState::Status::Alive) throw poisonWith(describePeerGone(p, s), false);
     stuck.push_back(p);
   }
   if (!stuck.empty()) {
-    error(Errc::OpTimeout)
-        .op("finalize")
-        .cause("rank(s) ", joinRanks(stuck), " did not reach vigilCommFinalize within ", config_.timeoutMs,
-               " ms (they are alive but still busy or stuck)")
-        .raise();
+    throw poisonWith(error(Errc::OpTimeout)
+                         .op("finalize")
+                         .cause("rank(s) ", joinRanks(stuck), " did not reach vigilCommFinalize within ",
+                                config_.timeoutMs, " ms (they are alive but still busy or stuck)")
+                         .build(),
+                     false);
+  }
+  // Everyone is done: every send has completed, so a message still waiting
+  // here was sent to a receive that never came.
+  for (int p : allPeers_) {
+    std::optional<FrameHeader> waiting = data_->unreceived(p);
+    if (!waiting || waiting->magic != FrameHeader::kMagic) continue;
+    Error e = error(Errc::OpUnreceived)
+                  .op("finalize")
+                  .cause(describePeer(p), " sent ", describeUnreceived(*waiting), " to this rank, which never received it",
+                         " (", waiting->bytes, " bytes still waiting; nothing was written for it)")
+                  .build();
+    throw poisonWith(e, true);
   }
   state_.store(State::Finalized);
   control_.sendBye(ByeReason::Finalize, completedSeq_.load());
 }
 
-void Communicator::destroy(ByeReason reason) {
+void Communicator::destroy(ByeReason reason, const std::string& exitError) {
   State s = state_.load();
   if (s == State::Destroyed) return;
   if (s == State::Active || s == State::Finalized) {
@@ -494,6 +535,8 @@ void Communicator::destroy(ByeReason reason) {
         cause = fatal_ ? fatal_->text() : lastCause_;
         causeResult = fatal_ ? fatal_->result() : lastCauseResult_;
       }
+      // An error of its own first (it may be the uncaught one), else the uncaught error.
+      if (cause.empty() && reason == ByeReason::ProcessError) cause = exitError;
       control_.sendBye(reason, completedSeq_.load(), cause, causeResult);
     }
   } else {
@@ -518,7 +561,7 @@ void Communicator::destroy(ByeReason reason) {
           c->lastCauseResult_ = causeResult;
         }
       }
-      c->destroy(reason);
+      c->destroy(reason, exitError);
     }
   }
 }

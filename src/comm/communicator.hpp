@@ -77,11 +77,16 @@ class Communicator : private algo::StepRunner, private LivenessWatch {
   uint64_t nextMoeDispatch() { return ++moeDispatches_; }
 
   void finalize();
-  // Local teardown; `reason` is what peers are told.
-  void destroy(ByeReason reason = ByeReason::Destroy);
+  // Local teardown; `reason` is what peers are told, with `exitError` (the
+  // uncaught error) for ByeReason::ProcessError.
+  void destroy(ByeReason reason = ByeReason::Destroy, const std::string& exitError = {});
   void abort();
   // The stored error if an earlier op broke the communicator.
   std::optional<Error> asyncError() const;
+  // An op that failed where no caller waits for it (on a stream): the
+  // communicator keeps the error, as vigilCommGetAsyncError and every later
+  // call report it (the first one kept wins).
+  void keepAsyncError(const Error& error) { poisonWith(error, false); }
   // Throws if no operation may start: finalized, destroyed, or failed earlier
   // (then with the first error's result code and text).
   void checkUsable() const;
@@ -142,6 +147,8 @@ class Communicator : private algo::StepRunner, private LivenessWatch {
   Error describePeerGone(int peer, const PeerState& state) const;
   Error describeMismatch(const ExchangeFault& fault) const;
   Error mismatchError(int peer, const FrameHeader& mine, const FrameHeader& theirs) const;
+  // "its send #3 (float32, count 1000), after collective seq 4" for a waiting message.
+  static std::string describeUnreceived(const FrameHeader& h);
   // Control thread: the left neighbour announced another collective for a seq.
   void onNeighbourMismatch(const FrameHeader& mine, const FrameHeader& theirs);
   // After a collective that received nothing from the left neighbour, its

@@ -14,41 +14,54 @@ namespace {
 constexpr int kVerdictWaitMs = 1000;
 constexpr int kProgressQueryMs = 1000;
 
-std::string describeHeader(const FrameHeader& h) {
-  std::string text = h.kind == static_cast<uint8_t>(FrameKind::PointToPoint)
-                         ? cat("send #", h.seq)
-                         : cat(opName(static_cast<OpKind>(h.op)), " seq ", h.seq);
+bool isP2p(const FrameHeader& h) {
+  return h.kind == static_cast<uint8_t>(FrameKind::PointToPoint);
+}
+bool hasRedOp(const FrameHeader& h) {
+  const auto op = static_cast<OpKind>(h.op);
+  return !isP2p(h) && (op == OpKind::AllReduce || op == OpKind::Reduce || op == OpKind::ReduceScatter);
+}
+bool hasRoot(const FrameHeader& h) {
+  const auto op = static_cast<OpKind>(h.op);
+  return !isP2p(h) &&
+         (op == OpKind::Broadcast || op == OpKind::Reduce || op == OpKind::Gather || op == OpKind::Scatter);
+}
+
+// `receiving`: a point-to-point header as the receive that expects it.
+std::string describeHeader(const FrameHeader& h, bool receiving = false) {
+  std::string text = isP2p(h) ? cat(receiving ? "receive #" : "send #", h.seq)
+                              : cat(opName(static_cast<OpKind>(h.op)), " seq ", h.seq);
   text += cat(" (", dtypeName(static_cast<vigilDataType_t>(h.dtype)), ", count ", h.count);
-  if (h.redop != 0 || h.op == static_cast<uint8_t>(OpKind::AllReduce) || h.op == static_cast<uint8_t>(OpKind::Reduce) ||
-      h.op == static_cast<uint8_t>(OpKind::ReduceScatter)) {
-    if (h.kind == static_cast<uint8_t>(FrameKind::Collective)) {
-      text += cat(", ", redOpName(static_cast<vigilRedOp_t>(h.redop)));
-    }
-  }
-  if (h.root >= 0) text += cat(", root ", h.root);
+  if (hasRedOp(h)) text += cat(", ", redOpName(static_cast<vigilRedOp_t>(h.redop)));
+  if (hasRoot(h)) text += cat(", root ", h.root);
   text += ")";
   return text;
 }
 
+// Only the fields both operations have: a broadcast has no reduction, an
+// allreduce no root.
 std::string differingFields(const FrameHeader& mine, const FrameHeader& theirs) {
   std::string out;
   auto add = [&](const char* field, const std::string& a, const std::string& b) {
     out += cat(out.empty() ? "" : ", ", field, " ", a, " vs ", b);
   };
   if (mine.kind != theirs.kind) {
-    add("kind", mine.kind == 1 ? "collective" : "point-to-point", theirs.kind == 1 ? "collective" : "point-to-point");
+    add("kind", isP2p(mine) ? "point-to-point" : "collective", isP2p(theirs) ? "point-to-point" : "collective");
+  } else if (mine.op != theirs.op) {
+    add("op", opName(static_cast<OpKind>(mine.op)), opName(static_cast<OpKind>(theirs.op)));
   }
-  if (mine.op != theirs.op) add("op", opName(static_cast<OpKind>(mine.op)), opName(static_cast<OpKind>(theirs.op)));
   if (mine.seq != theirs.seq) add("seq", std::to_string(mine.seq), std::to_string(theirs.seq));
   if (mine.dtype != theirs.dtype) {
     add("dtype", dtypeName(static_cast<vigilDataType_t>(mine.dtype)),
         dtypeName(static_cast<vigilDataType_t>(theirs.dtype)));
   }
   if (mine.count != theirs.count) add("count", std::to_string(mine.count), std::to_string(theirs.count));
-  if (mine.redop != theirs.redop) {
+  if (hasRedOp(mine) && hasRedOp(theirs) && mine.redop != theirs.redop) {
     add("redop", redOpName(static_cast<vigilRedOp_t>(mine.redop)), redOpName(static_cast<vigilRedOp_t>(theirs.redop)));
   }
-  if (mine.root != theirs.root) add("root", std::to_string(mine.root), std::to_string(theirs.root));
+  if (hasRoot(mine) && hasRoot(theirs) && mine.root != theirs.root) {
+    add("root", std::to_string(mine.root), std::to_string(theirs.root));
+  }
   // Same call, different VIGIL_ALGO: name it only when nothing else differs.
   if (out.empty() && mine.algo != theirs.algo) {
     add("algorithm (VIGIL_ALGO)", algo::algoName(static_cast<algo::Algo>(mine.algo)),
@@ -59,6 +72,12 @@ std::string differingFields(const FrameHeader& mine, const FrameHeader& theirs) 
     add("message bytes", std::to_string(mine.bytes), std::to_string(theirs.bytes));
   }
   return out;
+}
+
+// A relayed error keeps the id it was raised with (a size mismatch stays
+// VG-OP-003 however many ranks relay it).
+Errc relayedMismatchErrc(const std::string& text) {
+  return text.starts_with(errorId(Errc::OpSizeMismatch)) ? Errc::OpSizeMismatch : Errc::OpMismatch;
 }
 
 }  // namespace
@@ -97,8 +116,17 @@ Error Communicator::describePeerGone(int peer, const PeerState& s) const {
       const size_t cut = s.byeCause.find(" Remedy: ");
       // A mismatch stays a mismatch however many ranks relay it.
       const bool mismatch = s.byeCauseResult == vigilMismatch;
-      b = error(mismatch ? Errc::OpMismatch : Errc::PeerLeft);
+      b = error(mismatch ? relayedMismatchErrc(s.byeCause) : Errc::PeerLeft);
       if (mismatch) b.result(vigilMismatch);
+      if (s.byeReason == ByeReason::ProcessError && s.byeCauseResult == vigilSuccess) {
+        // Not a vigil failure: the program died of its own error.
+        b.op(opLabel, collective ? seq : -1)
+            .cause(describePeer(peer), " left the communicator: its process is ending because of an uncaught error (",
+                   s.byeCause.empty() ? std::string("no description") : s.byeCause, ") ", afterLast(),
+                   "; this rank still needs it")
+            .remedy("see the output of ", rankLabel(peer), " for that error (its traceback), fix it and restart the job");
+        break;
+      }
       b.op(opLabel, collective ? seq : -1)
           .cause(
               describePeer(peer), " left the communicator (", describe(s.byeReason), ") ", afterLast(),
@@ -112,15 +140,24 @@ Error Communicator::describePeerGone(int peer, const PeerState& s) const {
       // its remedy, which is about the root cause.
       const bool mismatch = s.failure == vigilMismatch;
       const size_t cut = s.failureText.find(" Remedy: ");
-      b = error(mismatch ? Errc::OpMismatch : Errc::PeerAborted);
+      b = error(mismatch ? relayedMismatchErrc(s.failureText) : Errc::PeerAborted);
       b.op(opLabel, collective ? seq : -1)
           .result(mismatch ? vigilMismatch : vigilRemoteError)
           .cause(describePeer(peer), " stopped the communicator and reported: ", s.failureText.substr(0, cut));
       if (cut != std::string::npos) b.remedy(s.failureText.substr(cut + 9));
       break;
     }
-    case PeerState::Status::Died:
     case PeerState::Status::Alive:
+      if (s.finalizing) {
+        b = error(Errc::PeerLeft);
+        b.op(opLabel, collective ? seq : -1)
+            .cause(describePeer(peer), " called vigilCommFinalize ", afterLast(),
+                   " and waits there for the others; it will not join this ", opLabel,
+                   collective ? cat(" (seq ", seq, ")") : std::string(), ", which this rank still needs it for");
+        break;
+      }
+      [[fallthrough]];
+    case PeerState::Status::Died:
       b.cause(describePeer(peer),
               " closed its connection without saying goodbye: its process exited, crashed or was killed "
               "(kill -9, OOM killer), or its host became unreachable");
@@ -134,8 +171,21 @@ Error Communicator::describeMismatch(const ExchangeFault& f) const {
 }
 
 Error Communicator::mismatchError(int peer, const FrameHeader& mine, const FrameHeader& theirs) const {
+  const bool collective = !isP2p(mine);
+  if (!collective && isP2p(theirs) && mine.seq == theirs.seq) {
+    // The matched send and receive of one pair disagree on the message:
+    // only the receiver sees both headers, and it names both ends.
+    const std::string differing = differingFields(mine, theirs);
+    return error(Errc::OpSizeMismatch)
+        .op("recv")
+        .cause("this rank's ", describeHeader(mine, true), " from ", rankLabel(peer), " expects ", mine.bytes,
+               " bytes, but ", describePeer(peer), " sent its ", describeHeader(theirs), " of ", theirs.bytes,
+               " bytes; differing: ", differing)
+        .remedy("make the receive's count and data type on rank ", rank_, " equal to those of the matching send on ",
+                rankLabel(peer), " (sends and receives between two ranks match in the order they are issued)")
+        .build();
+  }
   const bool sizeOnly = mine.sameOp(theirs) && mine.bytes != theirs.bytes;
-  const bool collective = mine.kind == static_cast<uint8_t>(FrameKind::Collective);
   ErrorBuilder b = error(sizeOnly ? Errc::OpSizeMismatch : Errc::OpMismatch);
   // Also built on the control thread: describe the op from its header.
   b.op(collective ? opName(static_cast<OpKind>(mine.op)) : "send/recv",
@@ -144,10 +194,15 @@ Error Communicator::mismatchError(int peer, const FrameHeader& mine, const Frame
     b.cause(describePeer(peer), " sent a message of ", theirs.bytes, " bytes where this rank expects ", mine.bytes,
             " bytes (this rank: ", describeHeader(mine), "; rank ", peer, ": ", describeHeader(theirs), ")");
   } else {
-    b.cause("ranks called different operations: this rank (", rank_, ") runs ", describeHeader(mine), ", ",
-            describePeer(peer), " runs ", describeHeader(theirs), "; differing: ", differingFields(mine, theirs));
+    b.cause("ranks called different operations: this rank (", rank_, ") runs ", describeHeader(mine, !collective),
+            ", ", describePeer(peer), " runs ", describeHeader(theirs), "; differing: ", differingFields(mine, theirs));
   }
   return b.build();
+}
+
+std::string Communicator::describeUnreceived(const FrameHeader& h) {
+  if (!isP2p(h)) return cat("a message of ", describeHeader(h));
+  return cat("its ", describeHeader(h), ", after collective seq ", h.sentAfterSeq, ",");
 }
 
 std::string Communicator::describeWhereOthersAre(const ExchangeFault& f, int64_t seq) {
@@ -230,8 +285,10 @@ void Communicator::failOp(const ExchangeFault& f) {
     }
     case Kind::PeerGone: {
       const int blamed = rootCauseFor(f.peer, seq);
-      Error e = describePeerGone(blamed, control_.peer(blamed));
-      throw poisonWith(e, false);
+      const PeerState state = control_.peer(blamed);
+      Error e = describePeerGone(blamed, state);
+      // A finalizing peer still listens: it learns why its finalize cannot complete.
+      throw poisonWith(e, state.finalizing);
     }
     case Kind::PeerClosed: {
       // The data socket closed first; the control plane knows why (goodbye or not).

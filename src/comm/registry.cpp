@@ -20,19 +20,27 @@ Registry& registry() {
   return *r;
 }
 
-void onProcessExit() {
+void destroyAll(ByeReason reason, const std::string& error) {
   std::list<std::weak_ptr<Communicator>> live;
   {
     std::lock_guard lock(registry().mutex);
     live.swap(registry().live);
   }
   for (auto& weak : live) {
-    if (auto comm = weak.lock()) comm->destroy(ByeReason::ProcessExit);
+    if (auto comm = weak.lock()) comm->destroy(reason, error);
   }
+}
+
+void onProcessExit() {
+  destroyAll(ByeReason::ProcessExit, {});
   stopAllRootServers();
 }
 
 }  // namespace
+
+void destroyAllForExit(const std::string& error) {
+  destroyAll(error.empty() ? ByeReason::ProcessExit : ByeReason::ProcessError, error);
+}
 
 void installExitHandler() {
   static std::once_flag once;

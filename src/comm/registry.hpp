@@ -5,6 +5,7 @@
 // destructors run (the field bug: a watchdog calling into a torn-down runtime).
 
 #include <memory>
+#include <string>
 
 namespace vigil {
 
@@ -12,5 +13,9 @@ class Communicator;
 
 void installExitHandler();
 void registerCommunicator(const std::shared_ptr<Communicator>& comm);
+// For bindings at interpreter exit: destroys every live communicator,
+// telling the peers the process is exiting normally (error empty) or
+// because of the uncaught error described.
+void destroyAllForExit(const std::string& error);
 
 }  // namespace vigil

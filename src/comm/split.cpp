@@ -125,7 +125,47 @@ std::shared_ptr<Communicator> Communicator::splitAs(int color, int key, const st
   config.timeoutMs = timeoutMs;
   config.timeoutSource = timeoutSource;
   const Deadline deadline = Deadline::afterMs(config_.connectTimeoutMs);
-  Mesh mesh = connectMesh(*listener, peers, newRank, token, VIGIL_VERSION_CODE, deadline);
+  // While the members connect, this communicator still watches them: a
+  // member that dies, or an abort of this communicator, ends the wait at
+  // once with the real cause, not a connect timeout blaming the network.
+  EventFd news;
+  control_.addWatcher(&news);
+  news.signal();  // news from before it was watched: the first wait checks at once
+  struct Unwatch {
+    ControlPlane& control;
+    const EventFd& fd;
+    ~Unwatch() { control.removeWatcher(&fd); }
+  } unwatch{control_, news};
+  MeshWatch watch;
+  watch.wakeFd = news.fd();
+  watch.check = [&] {
+    news.clear();  // then read the state: a later change signals again
+    const State state = state_.load();
+    if (state == State::Aborted || state == State::Destroyed || control_.poisoned()) {
+      error(Errc::CommAborted)
+          .op("split")
+          .cause("communicator '", name_, "' was ",
+                 state == State::Destroyed ? "destroyed"
+                 : state == State::Aborted ? "aborted (vigilCommAbort)"
+                                           : "stopped by an error",
+                 " while this rank connected to the members of the new communicator")
+          .raise();
+    }
+    // The earliest to go first: a member that left because of another is a bystander.
+    for (int gone : control_.peersNotAlive()) {
+      const PeerState peer = control_.peer(gone);
+      const bool member = std::any_of(members.begin(), members.end(), [&](const auto& m) { return m.second == gone; });
+      if (!member || peer.status == PeerState::Status::Alive) continue;  // not ours, or only finalizing
+      Error e = describePeerGone(gone, peer);
+      {
+        std::lock_guard lock(errorMutex_);
+        lastCause_ = e.text();  // what a goodbye of ours quotes
+        lastCauseResult_ = e.result();
+      }
+      throw e;
+    }
+  };
+  Mesh mesh = connectMesh(*listener, peers, newRank, token, VIGIL_VERSION_CODE, deadline, &watch);
   listener.reset();
   std::string name = config.name;
   std::shared_ptr<Communicator> child =

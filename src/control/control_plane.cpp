@@ -40,6 +40,7 @@ const char* describe(ByeReason reason) {
     case ByeReason::Finalize: return "vigilCommFinalize";
     case ByeReason::ProcessExit: return "process exit without vigilCommDestroy";
     case ByeReason::Abort: return "vigilCommAbort";
+    case ByeReason::ProcessError: return "its process is ending because of an uncaught error";
   }
   return "?";
 }
@@ -140,8 +141,26 @@ void ControlPlane::run() {
 void ControlPlane::flushSignals() {
   if (pendingFatal_) fatal_.signal();
   if (pendingPeerChange_) peerChange_.signal();
-  if ((pendingFatal_ || pendingPeerChange_) && wake_) wake_();
+  if (pendingFatal_ || pendingPeerChange_) {
+    if (wake_) wake_();
+    signalWatchers();
+  }
   pendingFatal_ = pendingPeerChange_ = false;
+}
+
+void ControlPlane::signalWatchers() {
+  std::lock_guard lock(mutex_);
+  for (const EventFd* w : watchers_) w->signal();
+}
+
+void ControlPlane::addWatcher(const EventFd* fd) {
+  std::lock_guard lock(mutex_);
+  watchers_.push_back(fd);
+}
+
+void ControlPlane::removeWatcher(const EventFd* fd) {
+  std::lock_guard lock(mutex_);
+  std::erase(watchers_, fd);
 }
 
 void ControlPlane::onReadable(int peer) {
@@ -195,8 +214,17 @@ void ControlPlane::onMessage(int peer, const uint8_t* data, size_t size) {
         break;
       }
       case Msg::FinalizeReady: {
+        const auto lastSeq = r.get<int64_t>();
         std::lock_guard lock(mutex_);
         finalizeFrom_[static_cast<size_t>(peer)] = 1;
+        PeerState& st = peers_[static_cast<size_t>(peer)];
+        if (st.status == PeerState::Status::Alive) {
+          st.finalizing = true;
+          st.lastSeq = lastSeq;
+          st.since = Clock::now();
+          anyNotAlive_.store(true, std::memory_order_release);
+          pendingPeerChange_ = true;  // an op waiting on it re-checks its peers
+        }
         changed_.notify_all();
         break;
       }
@@ -432,10 +460,13 @@ void ControlPlane::poison() {
   }
   fatal_.signal();
   if (wake_) wake_();
+  signalWatchers();
 }
 
-std::vector<int> ControlPlane::finalize(Deadline deadline) {
-  auto ready = encode(Msg::FinalizeReady);
+std::vector<int> ControlPlane::finalize(Deadline deadline, int64_t lastSeq) {
+  WireWriter w;
+  w.put<uint32_t>(1 + 8).put(static_cast<uint8_t>(Msg::FinalizeReady)).put(lastSeq);
+  const std::vector<uint8_t>& ready = w.bytes();
   for (int p = 0; p < nranks_; ++p) {
     if (p != rank_) sendTo(p, ready, deadline);
   }
@@ -491,7 +522,8 @@ std::vector<int> ControlPlane::peersNotAlive() const {
   std::lock_guard lock(mutex_);
   std::vector<int> out;
   for (int p = 0; p < nranks_; ++p) {
-    if (p != rank_ && peers_[static_cast<size_t>(p)].status != PeerState::Status::Alive) out.push_back(p);
+    const PeerState& st = peers_[static_cast<size_t>(p)];
+    if (p != rank_ && (st.status != PeerState::Status::Alive || st.finalizing)) out.push_back(p);
   }
   std::stable_sort(out.begin(), out.end(), [&](int a, int b) {
     return peers_[static_cast<size_t>(a)].since < peers_[static_cast<size_t>(b)].since;

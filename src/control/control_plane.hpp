@@ -24,14 +24,20 @@
 
 namespace vigil {
 
-enum class ByeReason : uint8_t { Destroy = 1, Finalize = 2, ProcessExit = 3, Abort = 4 };
+// ProcessExit: the process ended normally without destroying the
+// communicator; ProcessError: it is ending because of an uncaught error (a
+// binding's exception), whose text the goodbye carries.
+enum class ByeReason : uint8_t { Destroy = 1, Finalize = 2, ProcessExit = 3, Abort = 4, ProcessError = 5 };
 const char* describe(ByeReason reason);
 
 struct PeerState {
   enum class Status : uint8_t { Alive, Left, Died, Failed };
   Status status = Status::Alive;
   ByeReason byeReason = ByeReason::Destroy;
-  int64_t lastSeq = -1;                         // last collective it completed (from its goodbye)
+  int64_t lastSeq = -1;                         // last collective it completed (from its goodbye or finalize)
+  // Alive, but waiting in vigilCommFinalize after collective lastSeq: it
+  // will run no other operation, so a later collective cannot complete.
+  bool finalizing = false;
   std::string byeCause;                         // the error it had failed with before leaving, if any
   vigilResult_t byeCauseResult = vigilSuccess;  // and that error's result code
   vigilResult_t failure = vigilSuccess;         // for Failed: the peer's error
@@ -102,7 +108,9 @@ class ControlPlane {
 
   // Collective: returns the ranks that did not confirm before the deadline
   // (they left, died or are stuck), empty when everyone finalized.
-  std::vector<int> finalize(Deadline deadline);
+  // `lastSeq`: the last collective this rank completed, told to the peers
+  // (one still in a later collective fails at once instead of waiting).
+  std::vector<int> finalize(Deadline deadline, int64_t lastSeq);
 
   // Readable once the communicator is poisoned (local abort, a peer's
   // failure notice). Never cleared.
@@ -112,6 +120,15 @@ class ControlPlane {
   int peerChangeFd() const { return peerChange_.fd(); }
   void clearPeerChange() const { peerChange_.clear(); }
 
+  // Extra event fds signalled on every peer change and on poison, for a
+  // wait outside the communicator's operations (a split's connections).
+  void addWatcher(const EventFd* fd);
+  void removeWatcher(const EventFd* fd);
+  bool poisoned() const {
+    std::lock_guard lock(mutex_);
+    return poisoned_;
+  }
+
   PeerState peer(int rank) const;
   // Waits until the control plane has a verdict on `rank` (not Alive).
   PeerState waitVerdict(int rank, Deadline deadline) const;
@@ -120,9 +137,11 @@ class ControlPlane {
   bool waitRootCause(Deadline deadline) const;
   // The first failure notice received from any peer, with its sender.
   std::optional<std::pair<int, PeerState>> firstFailure() const;
-  // Peers that are no longer alive, the earliest to go first (the likely root cause).
+  // Peers that are no longer alive or are finalizing, the earliest to go
+  // first (the likely root cause).
   std::vector<int> peersNotAlive() const;
-  // Whether every peer is still alive: one atomic load, for the start of every op.
+  // Whether every peer is still alive and not finalizing: one atomic load,
+  // for the start of every op.
   bool allPeersAlive() const { return !anyNotAlive_.load(std::memory_order_acquire); }
 
  private:
@@ -131,6 +150,7 @@ class ControlPlane {
   void onMessage(int peer, const uint8_t* data, size_t size);
   void setState(int peer, PeerState::Status status, const PeerState* details);
   void flushSignals();
+  void signalWatchers();
   bool sendTo(int peer, const std::vector<uint8_t>& message, Deadline deadline);
   void sendFingerprint(const FrameHeader& mine);  // to the right neighbour
 
@@ -162,6 +182,7 @@ class ControlPlane {
   int64_t pendingQuerySeq_ = -1;  // the right neighbour waits for our fingerprint of this seq
   ProgressFn progress_;
   std::function<void()> wake_;
+  std::vector<const EventFd*> watchers_;  // guarded by mutex_
   std::atomic<bool> anyNotAlive_{false};
   uint64_t queryRound_ = 0;                                           // guarded by mutex_
   std::vector<std::pair<uint64_t, ProgressReport>> progressReplies_;  // per peer: round, report

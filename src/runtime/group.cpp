@@ -118,7 +118,14 @@ void end() {
     return;
   }
   auto batch = std::make_shared<std::vector<Pending>>(std::move(ops));
-  stream->enqueue([batch] { runBatch(*batch); });
+  stream->enqueue([batch] {
+    try {
+      runBatch(*batch);
+    } catch (const Error& e) {
+      for (Pending& p : *batch) p.comm->keepAsyncError(e);
+      throw;
+    }
+  });
 }
 
 }  // namespace vigil::group

@@ -33,8 +33,20 @@ uint64_t Stream::position() const {
   return enqueued_;
 }
 
+void Stream::refuseSelfWait(const char* call, uint64_t position) const {
+  // On the worker, the work running now is number done_ + 1: waiting for it
+  // or anything after it would wait for this very thread.
+  if (std::this_thread::get_id() != worker_.get_id() || position <= done_) return;
+  ErrorBuilder(Errc::ApiStreamSelfWait)
+      .op(call)
+      .cause("a host function running on stream ", name_, " waits for that same stream (for work #", position,
+             "; it is work #", done_ + 1, " itself): the wait could never end")
+      .raise();
+}
+
 bool Stream::waitFor(uint64_t position, Deadline deadline) const {
   std::unique_lock lock(mutex_);
+  refuseSelfWait("wait for an event", position);
   return changed_.wait_until(lock, deadline.at(), [&] { return done_ >= position; });
 }
 
@@ -45,6 +57,7 @@ bool Stream::reached(uint64_t position) const {
 
 void Stream::synchronize() {
   std::unique_lock lock(mutex_);
+  refuseSelfWait("vigilStreamSynchronize", enqueued_);
   changed_.wait(lock, [&] { return done_ == enqueued_; });
   if (error_) throw *error_;
 }

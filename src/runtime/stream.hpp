@@ -36,15 +36,19 @@ class Stream {
   // The position after the last queued work (what an event records).
   uint64_t position() const;
   // Blocks until the work up to `position` is done, or the deadline passes.
+  // Throws VG-API-018 when called by this stream's own worker for work that
+  // is not done (a host function waiting for its own stream).
   bool waitFor(uint64_t position, Deadline deadline = Deadline::never()) const;
   bool reached(uint64_t position) const;
-  // Blocks until everything queued so far is done; throws the stored error.
+  // Blocks until everything queued so far is done; throws the stored error
+  // (or VG-API-018 from the stream's own worker).
   void synchronize();
   bool idle() const;
   std::optional<Error> error() const;
 
  private:
   void run();
+  void refuseSelfWait(const char* call, uint64_t position) const;  // with mutex_ held
 
   const std::string name_;
   mutable std::mutex mutex_;

@@ -66,8 +66,7 @@ bool acceptHeader(const FrameHeader& got, const Transfer& t, const FrameHeader& 
   want.bytes = t.bytes;
   if (got.magic != FrameHeader::kMagic) {
     fault.kind = ExchangeFault::Kind::Protocol;
-  } else if (!(checkFingerprint ? got.sameOp(want) : (got.kind == want.kind && got.seq == want.seq)) ||
-             got.bytes != want.bytes) {
+  } else if (!got.agrees(want, checkFingerprint) || got.bytes != want.bytes) {
     fault.kind = ExchangeFault::Kind::HeaderMismatch;
   } else {
     return true;
@@ -77,6 +76,20 @@ bool acceptHeader(const FrameHeader& got, const Transfer& t, const FrameHeader& 
   fault.received = got;
   fault.expectedBytes = t.bytes;
   return false;
+}
+
+std::optional<FrameHeader> SocketDataPlane::unreceived(int peer) {
+  const int fd = fds_[static_cast<size_t>(peer)].get();
+  if (fd < 0) return std::nullopt;
+  FrameHeader h;
+  // Between operations the stream sits at a message boundary: a waiting
+  // message starts with its header (EOF or nothing yet: no message).
+  ssize_t n;
+  do {
+    n = ::recv(fd, &h, sizeof h, MSG_PEEK | MSG_DONTWAIT);
+  } while (n < 0 && errno == EINTR);
+  if (n != static_cast<ssize_t>(sizeof h)) return std::nullopt;
+  return h;
 }
 
 ExchangeFault SocketDataPlane::exchange(std::span<const Transfer> transfers, const FrameHeader& header,

@@ -10,6 +10,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <optional>
 #include <span>
 #include <vector>
 
@@ -145,6 +146,9 @@ class DataPath {
   // `work`, if any, runs whenever the transfers cannot move.
   virtual ExchangeFault exchange(std::span<const Transfer> transfers, const FrameHeader& header, bool checkFingerprint,
                                  Deadline deadline, LivenessWatch& watch, ExchangeWork* work) = 0;
+  // The header of a message from `peer` that arrived and that no receive
+  // has taken yet (only between operations); nothing if none is waiting.
+  virtual std::optional<FrameHeader> unreceived(int peer) = 0;
   // The shared-memory plane, for algorithms that use it directly; null otherwise.
   virtual ShmDataPlane* shm() { return nullptr; }
   virtual const char* name() const = 0;
@@ -161,6 +165,7 @@ class SocketDataPlane final : public DataPath {
 
   ExchangeFault exchange(std::span<const Transfer> transfers, const FrameHeader& header, bool checkFingerprint,
                          Deadline deadline, LivenessWatch& watch, ExchangeWork* work) override;
+  std::optional<FrameHeader> unreceived(int peer) override;
   const char* name() const override { return "tcp"; }
 
  private:

@@ -19,7 +19,10 @@ struct FrameHeader {
   uint8_t redop = 0;  // vigilRedOp_t (0 where the op has none)
   uint16_t algo = 0;  // algo::Algo: ranks must run the same algorithm
   int32_t root = -1;  // -1 where the op has none
-  uint32_t reserved2 = 0;
+  // Point-to-point: the last collective seq the sender had entered (low 32
+  // bits). A receiver that is already in a later collective knows that the
+  // message was sent before that collective and never received.
+  uint32_t sentAfterSeq = 0;
   uint64_t seq = 0;    // collective sequence number, or per-pair p2p number
   uint64_t count = 0;  // the op's count argument (0 for all-to-all-v)
   uint64_t bytes = 0;  // payload bytes that follow this header
@@ -36,6 +39,17 @@ struct FrameHeader {
     h = mix(h, static_cast<uint32_t>(root));
     h = mix(h, seq);
     return mix(h, count) | 1;  // never 0: an unwritten slot holds 0
+  }
+
+  // Same shape: the fields that decide where bytes land and how many
+  // (checked whatever VIGIL_FINGERPRINT says).
+  bool sameShape(const FrameHeader& o) const {
+    return kind == o.kind && dtype == o.dtype && root == o.root && seq == o.seq && count == o.count;
+  }
+  // The agreement a rank demands: the full fingerprint, or with
+  // VIGIL_FINGERPRINT=0 only the shape.
+  bool agrees(const FrameHeader& o, bool fullFingerprint) const {
+    return fullFingerprint ? sameOp(o) : sameShape(o);
   }
 
   // Same operation (everything but the payload size)?

@@ -84,6 +84,14 @@ class Ring {
     c_->head.store(head + n, std::memory_order_release);
     return n;
   }
+  // Copies `len` bytes out without consuming them; false when fewer are there.
+  bool peek(void* dst, size_t len) const {
+    const uint64_t tail = c_->tail.load(std::memory_order_relaxed);
+    const uint64_t head = c_->head.load(std::memory_order_acquire);
+    if (head - tail < len) return false;
+    copyOut(tail, static_cast<uint8_t*>(dst), len);
+    return true;
+  }
   // Copies up to `len` bytes out; returns how many there were.
   size_t read(void* dst, size_t len) {
     const uint64_t tail = c_->tail.load(std::memory_order_relaxed);

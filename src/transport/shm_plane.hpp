@@ -48,6 +48,11 @@ class ShmDataPlane final : public DataPath {
   ExchangeFault exchange(std::span<const Transfer> transfers, const FrameHeader& header, bool checkFingerprint,
                          Deadline deadline, LivenessWatch& watch, ExchangeWork* work) override;
   ShmDataPlane* shm() override { return this; }
+  std::optional<FrameHeader> unreceived(int peer) override {
+    FrameHeader h;
+    if (peer == rank_ || !in_[static_cast<size_t>(peer)].peek(&h, sizeof h)) return std::nullopt;
+    return h;
+  }
   const char* name() const override { return "shm"; }
 
   // For the shared-memory algorithms.
