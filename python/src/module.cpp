@@ -3,8 +3,10 @@
 // here; the operations in collectives.cpp and moe.cpp.
 
 #include <pybind11/pybind11.h>
+#include <pybind11/stl.h>
 
 #include <cstdint>
+#include <optional>
 #include <string>
 
 #include "arrays.hpp"
@@ -186,5 +188,15 @@ PYBIND11_MODULE(_vigil, m) {
         "VIGIL_WORLD_SIZE), torchrun (MASTER_ADDR, MASTER_PORT, RANK, WORLD_SIZE), Open MPI\n"
         "(OMPI_COMM_WORLD_RANK/SIZE) or SLURM (SLURM_PROCID/NTASKS). Timeouts and checks come from the\n"
         "VIGIL_* variables (docs/api.md).");
+  m.def(
+      "_process_exiting",
+      [](const std::optional<std::string>& uncaught) {
+        py::gil_scoped_release nogil;
+        vigilProcessExiting(uncaught ? uncaught->c_str() : nullptr);
+      },
+      py::arg("uncaught_error") = py::none(),
+      "_process_exiting(uncaught_error=None)\n\nThe interpreter's exit hook (vigil registers it with atexit): "
+      "destroys the communicators still alive, telling their peers whether the program ended normally or because "
+      "of the uncaught error described.");
   m.def("version", &version, "version() -> str\n\nThe version of the vigil library, e.g. '0.1.0'.");
 }

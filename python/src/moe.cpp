@@ -143,18 +143,17 @@ py::array newArray(const py::dtype& dtype, std::vector<py::ssize_t> shape) {
   return py::array(dtype, shape);
 }
 
-// A data type the C API refuses (see refusedTogether).
-constexpr vigilDataType_t kRefusedType = static_cast<vigilDataType_t>(-1);
-
 // Every MoE call starts with a handshake in which each rank reports whether
 // its own checks passed, so that all ranks return together. A call this
-// binding refuses still takes part in it, with arguments the C API refuses
-// too: the peers then get VG-MOE-006 naming this rank at once, instead of
-// waiting for it until their timeout. Then `refusal` is raised here.
-[[noreturn]] void refusedTogether(const CallError& refusal, const std::function<void()>& handshake) {
+// binding refuses still takes part in it (vigilMoeRefuse) with the id of
+// its refusal: the peers then get VG-MOE-006 naming this rank and that id at
+// once, instead of waiting for it until their timeout. Then `refusal` is
+// raised here.
+[[noreturn]] void refusedTogether(const CallError& refusal, bool combine, vigilComm_t comm) {
+  const std::string id = refusal.text.substr(0, refusal.text.find(':'));
   {
     py::gil_scoped_release nogil;
-    handshake();
+    vigilMoeRefuse(combine ? 1 : 0, id.c_str(), comm);  // its own failure is the peers' to report
   }
   throw refusal;
 }
@@ -226,14 +225,7 @@ MoeDispatch dispatch(Comm& comm, const py::object& x, const py::object& expertId
     prepareDispatch(call, comm, config, cfg, where, x, expertIds, expertScales, activeMask, smoothScales, dtype);
     check(vigilMoeDispatchGetWorkspaceSize(&cfg, &call.args, c, &bytes), c);
   } catch (const CallError& refusal) {
-    refusedTogether(refusal, [&] {
-      vigilMoeDispatchArgs none{};
-      none.xType = kRefusedType;
-      vigilMoeHandle_t handle = nullptr;
-      uint8_t workspace = 0;
-      vigilMoeDispatch(&cfg, &none, &workspace, 0, &handle, c, nullptr);
-      if (handle != nullptr) vigilMoeHandleDestroy(handle);
-    });
+    refusedTogether(refusal, false, c);
   }
   vigilMoeHandle_t handle = nullptr;
   vigilResult_t rc;
@@ -300,12 +292,7 @@ py::array combine(Comm& comm, const py::object& handleOrDispatch, const py::obje
     args.out = result.mutable_data();
     check(vigilMoeCombineGetWorkspaceSize(&cfg, handle, c, &bytes), c);
   } catch (const CallError& refusal) {
-    refusedTogether(refusal, [&] {
-      vigilMoeCombineArgs none{};
-      none.xType = kRefusedType;
-      uint8_t workspace = 0;
-      vigilMoeCombine(&cfg, handle, &none, &workspace, 0, c, nullptr);
-    });
+    refusedTogether(refusal, true, c);
   }
   vigilResult_t rc;
   {

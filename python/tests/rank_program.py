@@ -32,11 +32,28 @@ def peer_dies(comm):
     return {"error_id": None}
 
 
+def peer_ends(comm, how):
+    comm.barrier()
+    if comm.rank == 1:
+        if how == "raises":
+            print(1 / 0)  # uncaught: the program dies of it, without closing the communicator
+        global KEPT
+        KEPT = comm  # as a script's top-level `comm = vigil.init()`: alive until the interpreter ends
+        sys.exit(0)  # a normal end, also without closing it
+    try:
+        comm.all_reduce(np.ones(4, np.float32))
+    except vigil.RemoteError as error:
+        return {"error_id": error.error_id, "cause": error.cause, "remedy": error.remedy}
+    return {"error_id": None}
+
+
 def main():
     mode = sys.argv[1]
     comm = vigil.init()
     report = {"rank": comm.rank, "size": comm.size}
-    report.update({"collectives": collectives, "peer_dies": peer_dies}[mode](comm))
+    modes = {"collectives": collectives, "peer_dies": peer_dies,
+             "peer_raises": lambda c: peer_ends(c, "raises"), "peer_exits": lambda c: peer_ends(c, "exits")}
+    report.update(modes[mode](comm))
     comm.close()
     print(json.dumps(report), flush=True)
 

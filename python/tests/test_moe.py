@@ -177,5 +177,23 @@ def test_a_rank_refused_here_releases_its_peers_at_once():
     assert isinstance(d1, vigil.RemoteError) and d1.error_id == "VG-MOE-006" and "rank(s) 0" in d1.cause
     assert isinstance(c1, vigil.InvalidArgumentError) and c1.error_id == "VG-PY-001"
     assert isinstance(c0, vigil.RemoteError) and c0.error_id == "VG-MOE-006" and "rank(s) 1" in c0.cause
+    # The peers hear the refusing rank's own id (it used to arrive as VG-API-002).
+    assert "(rank 0: VG-PY-001)" in d1.cause and "(rank 1: VG-PY-001)" in c0.cause
     np.testing.assert_array_equal(out0, np.ones((2, H)))
     np.testing.assert_array_equal(out1, np.ones((2, H)))
+
+
+def test_the_peers_hear_the_id_of_a_refusal_found_by_the_library():
+    # Rank 1 routes a token to expert 5 of 2: VG-MOE-003 there, and rank 0 is told that id.
+    config = vigil.MoeConfig(moe_expert_num=2, hidden=H, top_k=1, max_tokens_per_rank=2)
+
+    def body(comm):
+        ids = np.array([[0], [5 if comm.rank == 1 else 1]], np.int32)
+        with pytest.raises(vigil.Error) as caught:
+            comm.moe_dispatch(np.ones((2, H), np.float32), ids, config)
+        return caught.value
+
+    e0, e1 = run_ranks(2, body, timeout=15)
+    assert e1.error_id == "VG-MOE-003", e1
+    assert isinstance(e0, vigil.RemoteError) and e0.error_id == "VG-MOE-006"
+    assert "(rank 1: VG-MOE-003)" in e0.cause, e0.cause

@@ -100,6 +100,27 @@ def test_a_crashed_rank_is_reported_by_the_survivor():
     assert "rank 1" in line["cause"]
 
 
+@pytest.mark.parametrize("mode", ["peer_raises", "peer_exits"])
+def test_how_a_python_rank_ended_reaches_its_peers(mode):
+    # It used to read "left the communicator (vigilCommDestroy)" with a remedy about loop counts.
+    root = vigil.root_info()
+    envs = [clean_env(VIGIL_ROOT_INFO=root, VIGIL_RANK=r, VIGIL_WORLD_SIZE=2) for r in range(2)]
+    (code0, out0, err0), (code1, _, err1) = run_processes(mode, envs)
+    assert code0 == 0, err0
+    line = json.loads(out0.strip().splitlines()[-1])
+    assert line["error_id"] == "VG-PEER-002", line
+    assert "rank 1 (host" in line["cause"], line
+    assert "(vigilCommDestroy)" not in line["cause"], line
+    if mode == "peer_raises":
+        assert code1 == 1 and "ZeroDivisionError" in err1
+        assert "its process is ending because of an uncaught error (ZeroDivisionError: division by zero)" \
+            in line["cause"], line
+        assert "traceback" in line["remedy"], line
+    else:
+        assert code1 == 0, err1
+        assert "(process exit without vigilCommDestroy)" in line["cause"], line
+
+
 def spawned_rank(root, rank, n, results):
     try:
         with vigil.Communicator(root, rank, n, timeout=20) as comm:

@@ -51,6 +51,18 @@ from ._vigil import (
     version,
 )
 from ._mesh import DeviceMesh
+from ._vigil import _process_exiting
+
+import atexit as _atexit
+import sys as _sys
+
+
+@_atexit.register
+def _tell_peers_how_this_process_ends():
+    # An uncaught exception is printed (and kept as sys.last_value) before
+    # atexit runs: the peers are told that error, not "vigilCommDestroy".
+    error = getattr(_sys, "last_value", None)
+    _process_exiting(None if error is None else f"{type(error).__name__}: {error}")
 
 __version__ = version()
 
