@@ -5,6 +5,7 @@
 
 #include <atomic>
 #include <cerrno>
+#include <chrono>
 #include <list>
 #include <map>
 #include <memory>
@@ -22,10 +23,12 @@ namespace {
 
 // A connection that has not yet presented a valid preamble and hello.
 struct Pending {
-  Pending(Fd f, std::string source, Deadline d) : fd(std::move(f)), from(std::move(source)), deadline(d) {}
+  Pending(Fd f, std::string source, Deadline d)
+      : fd(std::move(f)), from(std::move(source)), deadline(d), since(std::chrono::steady_clock::now()) {}
   Fd fd;
   std::string from;
   Deadline deadline;
+  std::chrono::steady_clock::time_point since;
   Preamble preamble{};
   size_t have = 0;  // bytes of the current stage
   uint32_t length = 0;
@@ -43,17 +46,33 @@ constexpr int kPendingReadTimeoutMs = 10000;
 std::string versionText(uint32_t code) {
   return cat(code / 10000, ".", code / 100 % 100, ".", code % 100, " (", code, ")");
 }
-constexpr size_t kMaxPendingConnections = 4096;
+std::atomic<size_t> gMaxPendingForTesting{0};
+
+// Rejected strangers are logged one by one only up to here; a flood of them
+// becomes one summary line per interval.
+constexpr size_t kRejectionsLoggedInFull = 8;
+constexpr auto kRejectionSummaryInterval = std::chrono::seconds(10);
 
 class Rendezvous {
  public:
   Rendezvous(Listener listener, JobToken token, int idleTimeoutMs, int stopFd)
-      : listener_(std::move(listener)), token_(token), stopFd_(stopFd), deadline_(Deadline::afterMs(idleTimeoutMs)) {}
+      : listener_(std::move(listener)),
+        token_(token),
+        stopFd_(stopFd),
+        deadline_(Deadline::afterMs(idleTimeoutMs)),
+        rejections_(LogLevel::Warn, kRejectionsLoggedInFull, kRejectionSummaryInterval) {
+    size_t limit = gMaxPendingForTesting.load();
+    maxPending_ = limit != 0 ? limit : kMaxPendingConnections;
+    rejections_.setSummary(
+        cat(errorId(Errc::NetRejected), ": rendezvous root at ", listener_.address.toString(), " closed"),
+        "connection(s) that did not identify as a rank of this job; the rendezvous goes on");
+  }
 
   void run();
 
  private:
   void acceptAll();
+  void evictOldestPending();
   // Returns false when the connection is finished (rejected or arrived).
   bool readPending(Pending& p);
   void reject(Pending& p, const std::string& why);
@@ -68,7 +87,9 @@ class Rendezvous {
   JobToken token_;
   int stopFd_;
   Deadline deadline_;
-  std::list<Pending> pending_;
+  size_t maxPending_;
+  RateLimitedLog rejections_;
+  std::list<Pending> pending_;      // oldest first
   std::map<int, Arrival> arrived_;  // by rank
   std::optional<Hello> first_;
   std::optional<RendezvousReply> verdict_;  // set once the outcome is known
@@ -89,7 +110,8 @@ void Rendezvous::run() {
     int rc = ::poll(fds.data(), fds.size(), wake.pollTimeoutMs(1000));
     if (rc < 0 && errno != EINTR) break;
     if (fds[0].revents & POLLIN) return;  // process exit or test teardown
-    if (fds[1].revents & POLLIN) acceptAll();
+    // The pending connections first: fds[2..] pair with pending_ in order,
+    // and accepting may close the oldest of them.
     size_t index = 2;
     for (auto it = pending_.begin(); it != pending_.end() && index < fds.size(); ++index) {
       bool keep = true;
@@ -101,6 +123,7 @@ void Rendezvous::run() {
       it = keep ? std::next(it) : pending_.erase(it);
     }
     if (done_) break;
+    if (fds[1].revents & POLLIN) acceptAll();
     if (deadline_.expired()) {
       if (!verdict_ && first_) missingRanks();
       break;  // a root nobody came to gives up quietly
@@ -117,20 +140,25 @@ void Rendezvous::acceptAll() {
     SocketAddress peer;
     std::memcpy(&peer.storage, &from, len);
     peer.length = len;
-    if (pending_.size() >= kMaxPendingConnections) {
-      ::close(fd);
-      VIGIL_LOG_AT(LogLevel::Warn, -1, errorId(Errc::NetRejected), ": rendezvous root at ",
-                   listener_.address.toString(), " refused ", peer.toString(), ": too many unidentified connections");
-      continue;
-    }
+    // Refusing the newcomer would let idle strangers lock every late rank
+    // out; the oldest stranger has had the longest to identify itself.
+    if (pending_.size() >= maxPending_) evictOldestPending();
     setTcpOptions(fd);
     pending_.emplace_back(Fd(fd), peer.toString(), Deadline::afterMs(kPendingReadTimeoutMs));
   }
 }
 
+void Rendezvous::evictOldestPending() {
+  Pending& oldest = pending_.front();
+  auto idleMs = std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - oldest.since);
+  reject(oldest, cat("it was the oldest of ", pending_.size(), " connections that had not identified themselves (",
+                     idleMs.count(), " ms without a complete hello); it makes room for a new one"));
+  pending_.pop_front();
+}
+
 void Rendezvous::reject(Pending& p, const std::string& why) {
-  VIGIL_LOG_AT(LogLevel::Warn, -1, errorId(Errc::NetRejected), ": rendezvous root at ", listener_.address.toString(),
-               " closed a connection from ", p.from, ": ", why, "; the rendezvous goes on");
+  rejections_.write(errorId(Errc::NetRejected), ": rendezvous root at ", listener_.address.toString(),
+                    " closed a connection from ", p.from, ": ", why, "; the rendezvous goes on");
   p.fd.reset();
 }
 
@@ -359,6 +387,10 @@ RootRegistry& registry() {
 }
 
 }  // namespace
+
+void setMaxPendingConnectionsForTesting(size_t limit) {
+  gMaxPendingForTesting.store(limit);
+}
 
 void startRootServer(Listener listener, const JobToken& token, int idleTimeoutMs) {
   auto root = std::make_unique<RootThread>();

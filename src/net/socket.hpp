@@ -67,6 +67,8 @@ IoStatus waitFd(int fd, short events, Deadline deadline, int wakeFd = -1);
 // (the listener may not be up yet). Returns an invalid Fd on timeout and sets
 // lastError to the errno text of the last attempt.
 Fd connectWithRetry(const SocketAddress& address, Deadline deadline, int wakeFd, std::string* lastError);
+// One attempt: a refused connection is not retried (the listener is gone).
+Fd connectOnce(const SocketAddress& address, Deadline deadline, std::string* lastError);
 
 // Exchange exactly `bytes` bytes on a non-blocking socket, bounded by deadline.
 IoStatus sendAll(int fd, const void* data, size_t bytes, Deadline deadline, int wakeFd = -1);

@@ -1,16 +1,26 @@
 // Init on thread-ranks: what every rank reports when a rank is missing,
 // ranks disagree (world size, version, config), a rank is claimed twice,
-// the root is unreachable, or strangers connect to the root during init.
+// the root is unreachable, or strangers connect to the root during init
+// (a few, or floods of idle and garbage connections).
 
 #include <gtest/gtest.h>
 #include <netinet/in.h>
+#include <poll.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
+#include <unistd.h>
 
 #include <chrono>
+#include <cstdio>
+#include <fstream>
+#include <regex>
 
+#include "bootstrap/rendezvous.hpp"
 #include "bootstrap/root_info.hpp"
+#include "bootstrap/root_server.hpp"
 #include "comm/communicator.hpp"
 #include "common/thread_ranks.hpp"
+#include "core/log.hpp"
 #include "core/strcat.hpp"
 
 namespace vigil::test {
@@ -262,6 +272,191 @@ TEST(Init, StrangersAtTheRootDoNotDisturbTheJob) {
   for (auto& t : threads) t.join();
   EXPECT_EQ(sums, std::vector<int>({6, 6, 6}));
   EXPECT_LT(secondsFrom(start), 5.0) << "silent strangers must not stall the root";
+}
+
+Fd connectToRoot(const RootInfo& root) {
+  Fd fd(::socket(root.address.family(), SOCK_STREAM | SOCK_CLOEXEC, 0));
+  EXPECT_EQ(::connect(fd.get(), reinterpret_cast<const sockaddr*>(&root.address.storage), root.address.length), 0)
+      << errnoText(errno);
+  return fd;
+}
+
+// True when the peer has closed `fd` (read end of file or reset), waiting at most `ms`.
+bool closedByPeer(int fd, int ms) {
+  pollfd p{fd, POLLIN, 0};
+  if (::poll(&p, 1, ms) != 1) return false;
+  char byte;
+  ssize_t n = ::recv(fd, &byte, 1, MSG_DONTWAIT);
+  return n == 0 || (n < 0 && errno == ECONNRESET);
+}
+
+// Sends this process's WARN log to a file for the test's lifetime and reads it back.
+class CapturedLog {
+ public:
+  CapturedLog() : path_(cat(::testing::TempDir(), "vigil-log-", getpid(), ".txt")) {
+    std::remove(path_.c_str());
+    processConfig();  // configures the logger once; ours must come after
+    Logger::instance().configure(LogLevel::Warn, path_);
+  }
+  ~CapturedLog() {
+    Logger::instance().configure(LogLevel::Warn, "");
+    std::remove(path_.c_str());
+  }
+  std::vector<std::string> lines(const std::string& containing) const {
+    std::vector<std::string> out;
+    std::ifstream in(path_);
+    for (std::string line; std::getline(in, line);) {
+      if (line.find(containing) != std::string::npos) out.push_back(line);
+    }
+    return out;
+  }
+
+ private:
+  std::string path_;
+};
+
+// Three ranks init on `info` and allreduce; every rank must succeed.
+void initAndAllReduce(const vigilRootInfo& info, int connectTimeoutMs) {
+  std::vector<int> sums(3);
+  vigilConfig cfg = testConfig(60000, connectTimeoutMs);
+  std::vector<std::thread> threads;
+  for (int r = 0; r < 3; ++r) {
+    threads.emplace_back([&, r] {
+      vigilComm_t comm = nullptr;
+      ASSERT_EQ(vigilCommInitRootInfoConfig(3, &info, r, &cfg, &comm), vigilSuccess) << vigilGetLastError(nullptr);
+      int v = r + 1;
+      EXPECT_EQ(vigilAllReduce(&v, &sums[static_cast<size_t>(r)], 1, vigilInt32, vigilSum, comm, nullptr),
+                vigilSuccess);
+      vigilCommDestroy(comm);
+    });
+  }
+  for (auto& t : threads) t.join();
+  EXPECT_EQ(sums, std::vector<int>({6, 6, 6}));
+}
+
+// The counts of the summary lines ("... closed 59 more connection(s) ...").
+size_t summarisedCount(const std::vector<std::string>& lines) {
+  static const std::regex more(" closed ([0-9]+) more connection\\(s\\)");
+  size_t total = 0;
+  for (const std::string& line : lines) {
+    std::smatch m;
+    if (std::regex_search(line, m, more)) total += std::stoul(m[1]);
+  }
+  return total;
+}
+
+TEST(Init, IdleStrangersBeyondThePendingLimitDoNotLockRanksOut) {
+  // Each idle connection costs this process two fds (ours and the root's).
+  raiseFdLimit();
+  rlimit fds{};
+  ASSERT_EQ(getrlimit(RLIMIT_NOFILE, &fds), 0);
+  size_t limit = kMaxPendingConnections;
+  if (fds.rlim_cur < 2 * limit + 1024) {
+    limit = (fds.rlim_cur - 1024) / 2;
+    setMaxPendingConnectionsForTesting(limit);
+    std::cout << "open-file limit " << fds.rlim_cur << ": the root's limit is lowered to " << limit << "\n";
+  }
+  CapturedLog log;
+  vigilRootInfo info = newRootInfo();
+  RootInfo root = RootInfo::decode(info);
+  // More idle strangers than the root keeps. The root accepts in arrival
+  // order, so every rank below connects after the root is at its limit.
+  std::vector<Fd> idle;
+  for (size_t i = 0; i < limit + 64; ++i) idle.push_back(connectToRoot(root));
+
+  initAndAllReduce(info, 30000);
+  // The oldest strangers made room for the newcomers.
+  EXPECT_TRUE(closedByPeer(idle.front().get(), 10000)) << "the oldest idle connection is still open";
+  stopAllRootServers();
+  setMaxPendingConnectionsForTesting(0);
+  auto rejected = log.lines(" closed a connection from ");
+  ASSERT_FALSE(rejected.empty());
+  EXPECT_EQ(rejected.size(), 8u) << "only the first rejections are logged in full";
+  EXPECT_TRUE(contains(rejected.front(), "VG-NET-004")) << rejected.front();
+  EXPECT_TRUE(contains(rejected.front(), "it was the oldest of " + std::to_string(limit) +
+                                             " connections that had not identified themselves"))
+      << rejected.front();
+  EXPECT_TRUE(contains(rejected.back(), "(further ones are counted, not logged one by one)")) << rejected.back();
+  // 64 idle strangers beyond the limit, then the first rank (a rank that has
+  // identified itself frees its place): at least 65 evictions.
+  EXPECT_GE(8 + summarisedCount(log.lines(" more connection(s) ")), 65u);
+}
+
+TEST(Init, AGarbageFloodAtTheRootLogsABoundedNumberOfLines) {
+  CapturedLog log;
+  vigilRootInfo info = newRootInfo();
+  RootInfo root = RootInfo::decode(info);
+  const char junk[] = "GET / HTTP/1.1\r\nHost: x\r\nUser-Agent: scanner\r\n\r\n";  // longer than a preamble
+  constexpr size_t kFlood = 5000, kBatch = 250;
+  for (size_t done = 0; done < kFlood; done += kBatch) {
+    std::vector<Fd> batch;
+    for (size_t i = 0; i < kBatch; ++i) {
+      batch.push_back(connectToRoot(root));
+      ASSERT_EQ(::send(batch.back().get(), junk, sizeof junk, MSG_NOSIGNAL), static_cast<ssize_t>(sizeof junk));
+    }
+    // The root has judged a connection once it closed it.
+    for (Fd& fd : batch) ASSERT_TRUE(closedByPeer(fd.get(), 30000)) << "the root did not close a garbage connection";
+  }
+  initAndAllReduce(info, 30000);
+  stopAllRootServers();  // its last summary is written when it ends
+  auto full = log.lines("it did not present vigil's magic");
+  auto summaries = log.lines(" more connection(s) ");
+  EXPECT_EQ(full.size(), 8u);
+  ASSERT_FALSE(summaries.empty());
+  EXPECT_EQ(8 + summarisedCount(summaries), kFlood) << summaries.back();
+  EXPECT_TRUE(contains(summaries.back(), "VG-NET-004: rendezvous root at " + root.address.toString() + " closed "))
+      << summaries.back();
+  EXPECT_LE(log.lines("VG-NET-004").size(), 20u) << "5000 strangers must not flood the log";
+}
+
+TEST(Init, ARankWhoseConnectionTheRootClosedUnreadConnectsAgain) {
+  Listener listener = listenInRange(resolveAddress("127.0.0.1", 0), PortRange{}, "a test root");
+  JobToken token = randomToken();
+  Hello hello;
+  hello.nranks = 1;
+  hello.rank = 0;
+  hello.libVersion = VIGIL_VERSION_CODE;
+  hello.hostname = "here";
+  hello.listenAddress = listener.address;
+  hello.connectTimeoutMs = 20000;
+  std::vector<PeerInfo> table;
+  std::string failure;
+  std::thread rank([&] {
+    try {
+      table = rendezvous(listener.address, token, hello, Deadline::afterMs(20000));
+    } catch (const Error& e) {
+      failure = e.text();
+    }
+  });
+  auto accept = [&] {
+    EXPECT_EQ(waitFd(listener.fd.get(), POLLIN, Deadline::afterMs(20000)), IoStatus::Done);
+    return Fd(::accept4(listener.fd.get(), nullptr, nullptr, SOCK_CLOEXEC));
+  };
+  // As a fake root: the first connection is closed with its hello unread (a
+  // reset), as a root at its limit does; the second one is answered.
+  auto serve = [&] {
+    {
+      Fd first = accept();
+      EXPECT_EQ(waitFd(first.get(), POLLIN, Deadline::afterMs(20000)), IoStatus::Done);
+    }
+    Fd second = accept();
+    setNonBlocking(second.get());
+    Preamble preamble;
+    ASSERT_EQ(recvAll(second.get(), &preamble, sizeof preamble, Deadline::afterMs(20000)), IoStatus::Done);
+    EXPECT_EQ(preamble.token, token);
+    ReceivedMessage msg = recvMessage(second.get(), kMaxHelloBytes, Deadline::afterMs(20000));
+    ASSERT_EQ(msg.status, IoStatus::Done);
+    EXPECT_EQ(Hello::decode(msg.payload).hostname, "here");
+    RendezvousReply reply;
+    reply.ok = true;
+    reply.peers.push_back({"here", "id", 1, listener.address});
+    ASSERT_EQ(sendMessage(second.get(), reply.encode(), Deadline::afterMs(20000)), IoStatus::Done);
+  };
+  serve();
+  rank.join();
+  EXPECT_EQ(failure, "");
+  ASSERT_EQ(table.size(), 1u);
+  EXPECT_EQ(table[0].hostname, "here");
 }
 
 TEST(Init, BadArgumentsHaveIds) {
