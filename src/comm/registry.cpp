@@ -6,6 +6,7 @@
 
 #include "bootstrap/root_server.hpp"
 #include "comm/communicator.hpp"
+#include "comm/dump_on_signal.hpp"
 
 namespace vigil {
 namespace {
@@ -30,6 +31,7 @@ void onProcessExit() {
     if (auto comm = weak.lock()) comm->destroy(ByeReason::ProcessExit);
   }
   stopAllRootServers();
+  stopDumpOnSignal();
 }
 
 }  // namespace
@@ -43,10 +45,22 @@ void installExitHandler() {
 }
 
 void registerCommunicator(const std::shared_ptr<Communicator>& comm) {
+  {
+    std::lock_guard lock(registry().mutex);
+    // Drop entries of communicators already gone, so the list stays short.
+    registry().live.remove_if([](const std::weak_ptr<Communicator>& w) { return w.expired(); });
+    registry().live.push_back(comm);
+  }
+  installDumpOnSignal();
+}
+
+std::vector<std::shared_ptr<Communicator>> liveCommunicators() {
+  std::vector<std::shared_ptr<Communicator>> out;
   std::lock_guard lock(registry().mutex);
-  // Drop entries of communicators already gone, so the list stays short.
-  registry().live.remove_if([](const std::weak_ptr<Communicator>& w) { return w.expired(); });
-  registry().live.push_back(comm);
+  for (const auto& weak : registry().live) {
+    if (auto comm = weak.lock()) out.push_back(std::move(comm));
+  }
+  return out;
 }
 
 }  // namespace vigil

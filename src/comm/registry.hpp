@@ -5,6 +5,7 @@
 // destructors run (the field bug: a watchdog calling into a torn-down runtime).
 
 #include <memory>
+#include <vector>
 
 namespace vigil {
 
@@ -12,5 +13,7 @@ class Communicator;
 
 void installExitHandler();
 void registerCommunicator(const std::shared_ptr<Communicator>& comm);
+// The communicators not yet destroyed, kept alive while the caller holds them.
+std::vector<std::shared_ptr<Communicator>> liveCommunicators();
 
 }  // namespace vigil
