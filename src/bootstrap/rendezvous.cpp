@@ -148,9 +148,12 @@ std::vector<PeerInfo> rendezvous(const SocketAddress& root, const JobToken& toke
     }
     IoStatus st = sendAll(fd.get(), &preamble, sizeof preamble, deadline);
     if (st == IoStatus::Done) st = sendMessage(fd.get(), helloBytes, deadline);
-    if (st == IoStatus::Done) {
+    while (st == IoStatus::Done) {
       msg = recvMessage(fd.get(), maxReplyBytes(hello.nranks), replyDeadline);
       st = msg.status;
+      // A root that does not trust the token alone asks for a confirmation first.
+      if (st != IoStatus::Done || !RendezvousReply::isConfirmRequest(msg.payload)) break;
+      st = sendMessage(fd.get(), msg.payload, deadline);
     }
     msg.status = st;
     if (st != IoStatus::Closed || deadline.expired()) break;

@@ -262,13 +262,20 @@ Listener listenInRange(const SocketAddress& address, PortRange range, const char
       .raise();
 }
 
+int tryListenExact(const SocketAddress& address, Listener& out) {
+  Listener attempt;
+  attempt.address = address;
+  attempt.fd = makeStreamSocket(address.family());
+  int one = 1;
+  setsockopt(attempt.fd.get(), SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+  if (int err = tryBindListen(attempt.fd.get(), attempt.address)) return err;
+  out = std::move(attempt);
+  return 0;
+}
+
 Listener listenExact(const SocketAddress& address, const char* what) {
   Listener out;
-  out.address = address;
-  out.fd = makeStreamSocket(address.family());
-  int one = 1;
-  setsockopt(out.fd.get(), SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
-  if (int err = tryBindListen(out.fd.get(), out.address)) {
+  if (int err = tryListenExact(address, out)) {
     ErrorBuilder(Errc::NetNoFreePort)
         .cause("cannot listen for ", what, " on ", address.toString(), ": ", errnoText(err))
         .remedy("choose a free port (MASTER_PORT / VIGIL_ROOT_ADDR) or stop the process holding ", address.port(),

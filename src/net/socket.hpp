@@ -52,6 +52,8 @@ struct Listener {
 Listener listenInRange(const SocketAddress& address, PortRange range, const char* what);
 // Binds exactly address:port (torchrun's MASTER_PORT). Throws VG-NET-001.
 Listener listenExact(const SocketAddress& address, const char* what);
+// The same without throwing: 0 and `out` set, or the errno of bind/listen.
+int tryListenExact(const SocketAddress& address, Listener& out);
 
 // Non-blocking socket with TCP_NODELAY, CLOEXEC.
 Fd makeStreamSocket(int family);

@@ -13,8 +13,10 @@
 #include <chrono>
 #include <cstdio>
 #include <fstream>
+#include <map>
 #include <regex>
 
+#include "bootstrap/launch_env.hpp"
 #include "bootstrap/rendezvous.hpp"
 #include "bootstrap/root_info.hpp"
 #include "bootstrap/root_server.hpp"
@@ -315,23 +317,26 @@ class CapturedLog {
   std::string path_;
 };
 
-// Three ranks init on `info` and allreduce; every rank must succeed.
-void initAndAllReduce(const vigilRootInfo& info, int connectTimeoutMs) {
-  std::vector<int> sums(3);
-  vigilConfig cfg = testConfig(60000, connectTimeoutMs);
+// Rank `r` of `n` in a thread: init on `info`, allreduce r+1 into *sum.
+std::thread rankThread(const vigilRootInfo& info, int r, int n, int connectTimeoutMs, int* sum) {
+  return std::thread([&info, r, n, connectTimeoutMs, sum] {
+    vigilConfig cfg = testConfig(60000, connectTimeoutMs);
+    vigilComm_t comm = nullptr;
+    ASSERT_EQ(vigilCommInitRootInfoConfig(n, &info, r, &cfg, &comm), vigilSuccess) << vigilGetLastError(nullptr);
+    int v = r + 1;
+    EXPECT_EQ(vigilAllReduce(&v, sum, 1, vigilInt32, vigilSum, comm, nullptr), vigilSuccess);
+    vigilCommDestroy(comm);
+  });
+}
+
+// `n` ranks init on `info` and allreduce; every rank must succeed.
+void initAndAllReduce(const vigilRootInfo& info, int connectTimeoutMs, int n = 3) {
+  std::vector<int> sums(static_cast<size_t>(n));
   std::vector<std::thread> threads;
-  for (int r = 0; r < 3; ++r) {
-    threads.emplace_back([&, r] {
-      vigilComm_t comm = nullptr;
-      ASSERT_EQ(vigilCommInitRootInfoConfig(3, &info, r, &cfg, &comm), vigilSuccess) << vigilGetLastError(nullptr);
-      int v = r + 1;
-      EXPECT_EQ(vigilAllReduce(&v, &sums[static_cast<size_t>(r)], 1, vigilInt32, vigilSum, comm, nullptr),
-                vigilSuccess);
-      vigilCommDestroy(comm);
-    });
-  }
+  for (int r = 0; r < n; ++r)
+    threads.push_back(rankThread(info, r, n, connectTimeoutMs, &sums[static_cast<size_t>(r)]));
   for (auto& t : threads) t.join();
-  EXPECT_EQ(sums, std::vector<int>({6, 6, 6}));
+  EXPECT_EQ(sums, std::vector<int>(static_cast<size_t>(n), n * (n + 1) / 2));
 }
 
 // The counts of the summary lines ("... closed 59 more connection(s) ...").
@@ -457,6 +462,131 @@ TEST(Init, ARankWhoseConnectionTheRootClosedUnreadConnectsAgain) {
   EXPECT_EQ(failure, "");
   ASSERT_EQ(table.size(), 1u);
   EXPECT_EQ(table[0].hostname, "here");
+}
+
+// An address-based launch without VIGIL_JOB_TOKEN, as torchrun sets it up:
+// the job token is derived from MASTER_ADDR:MASTER_PORT/WORLD_SIZE, which
+// anyone who knows them can compute. This process plays rank 0's, which
+// hosts the root.
+vigilRootInfo hostOpenRoot(int nranks) {
+  Listener probe = listenInRange(resolveAddress("127.0.0.1", 0), PortRange{}, "a port probe");
+  const std::string port = std::to_string(probe.address.port());
+  probe.fd.reset();  // free again for the root, which binds it at once
+  std::map<std::string, std::string> vars{
+      {"MASTER_ADDR", "127.0.0.1"}, {"MASTER_PORT", port}, {"RANK", "0"}, {"WORLD_SIZE", std::to_string(nranks)}};
+  LaunchEnv env = resolveLaunchEnv([&](const char* var) -> const char* {
+    auto it = vars.find(var);
+    return it == vars.end() ? nullptr : it->second.c_str();
+  });
+  EXPECT_FALSE(env.secretToken);
+  hostRootAt(env, processConfig());
+  vigilRootInfo info{};
+  env.root.encode(&info);  // what every rank derives from the same variables
+  return info;
+}
+
+// Someone on the network who computed the derived token sends one hello
+// claiming `rank`, and reads what the root answers; it never confirms.
+struct Forger {
+  Fd fd;
+  Forger(const RootInfo& root, int rank, int nranks, uint16_t wireVersion = kWireVersion) : fd(connectToRoot(root)) {
+    setNonBlocking(fd.get());
+    Preamble preamble;
+    preamble.kind = static_cast<uint16_t>(ConnKind::Rendezvous);
+    preamble.wireVersion = wireVersion;
+    preamble.token = root.token;
+    preamble.rank = rank;
+    preamble.libVersion = VIGIL_VERSION_CODE;
+    Hello hello;
+    hello.nranks = nranks;
+    hello.rank = rank;
+    hello.libVersion = VIGIL_VERSION_CODE;
+    hello.pid = 4242;
+    hello.hostname = "forger";
+    hello.hostId = "forged";
+    hello.listenAddress = resolveAddress("127.0.0.1", 9);
+    hello.connectTimeoutMs = 30000;
+    hello.timeoutMs = 60000;
+    EXPECT_EQ(sendAll(fd.get(), &preamble, sizeof preamble, Deadline::afterMs(10000)), IoStatus::Done);
+    EXPECT_EQ(sendMessage(fd.get(), hello.encode(), Deadline::afterMs(10000)), IoStatus::Done);
+  }
+  ReceivedMessage next() { return recvMessage(fd.get(), 1 << 20, Deadline::afterMs(30000)); }
+};
+
+TEST(Init, OpenRootRefusesAForgedClaimOfARankAlreadyHeldAndTheJobRuns) {
+  CapturedLog log;
+  vigilRootInfo info = hostOpenRoot(3);
+  RootInfo root = RootInfo::decode(info);
+  std::vector<int> sums(3);
+  std::vector<std::thread> ranks;
+  for (int r = 0; r < 2; ++r) ranks.push_back(rankThread(info, r, 3, 30000, &sums[static_cast<size_t>(r)]));
+  // Rank 2 is not started yet, so ranks 0 and 1 wait at the root. Until the
+  // real rank 0 is held, a forged claim of it is asked for a confirmation
+  // (which a forger does not give); once it is held, the claim is refused.
+  std::string refusal;
+  for (Deadline until = Deadline::afterMs(30000); refusal.empty() && !until.expired();) {
+    Forger forger(root, 0, 3);
+    ReceivedMessage msg = forger.next();
+    ASSERT_EQ(msg.status, IoStatus::Done);
+    if (!RendezvousReply::isConfirmRequest(msg.payload)) refusal = RendezvousReply::decode(msg.payload).errorText;
+  }
+  ranks.push_back(rankThread(info, 2, 3, 30000, &sums[2]));
+  for (auto& t : ranks) t.join();
+  EXPECT_EQ(sums, std::vector<int>({6, 6, 6}));
+  EXPECT_TRUE(
+      contains(refusal, "VG-BOOT-007: init: rank 0 was claimed by rank 0 (host forger, pid 4242) from 127.0.0.1:"))
+      << refusal;
+  EXPECT_TRUE(contains(refusal, " but rank 0 (host " + localHostName() + ", pid ")) << refusal;
+  EXPECT_TRUE(contains(refusal, ") holds it already")) << refusal;
+  stopAllRootServers();
+  auto logged =
+      log.lines("VG-BOOT-012: rendezvous root at " + root.address.toString() + " refused a claim from 127.0.0.1:");
+  ASSERT_FALSE(logged.empty());
+  EXPECT_TRUE(contains(logged.back(), "(VG-BOOT-007: ")) << logged.back();
+  EXPECT_TRUE(contains(logged.back(), "; the rendezvous goes on")) << logged.back();
+}
+
+TEST(Init, OpenRootRefusesAHelloOfAnotherWireVersionAndTheJobRuns) {
+  CapturedLog log;
+  vigilRootInfo info = hostOpenRoot(2);
+  RootInfo root = RootInfo::decode(info);
+  Forger forger(root, 1, 2, static_cast<uint16_t>(kWireVersion + 1));
+  ReceivedMessage msg = forger.next();
+  ASSERT_EQ(msg.status, IoStatus::Done);
+  RendezvousReply reply = RendezvousReply::decode(msg.payload);
+  EXPECT_FALSE(reply.ok);
+  EXPECT_TRUE(contains(reply.errorText, cat("VG-BOOT-005: init: rank 1 (127.0.0.1:"))) << reply.errorText;
+  EXPECT_TRUE(contains(reply.errorText, cat(" with wire version ", kWireVersion + 1, ", but the rendezvous root runs")))
+      << reply.errorText;
+  initAndAllReduce(info, 30000, 2);
+  stopAllRootServers();
+  auto logged =
+      log.lines("VG-BOOT-012: rendezvous root at " + root.address.toString() + " refused a claim from 127.0.0.1:");
+  ASSERT_EQ(logged.size(), 1u);
+  EXPECT_TRUE(contains(logged[0], "(VG-BOOT-005: ")) << logged[0];
+}
+
+TEST(Init, OpenRootLetsTheRealRankWinOverAForgedClaimThatCameFirst) {
+  CapturedLog log;
+  vigilRootInfo info = hostOpenRoot(2);
+  RootInfo root = RootInfo::decode(info);
+  // Before any real rank: the forged claim of rank 1 is asked to confirm.
+  Forger forger(root, 1, 2);
+  ReceivedMessage msg = forger.next();
+  ASSERT_EQ(msg.status, IoStatus::Done);
+  EXPECT_TRUE(RendezvousReply::isConfirmRequest(msg.payload));
+  // The real ranks confirm their claims; the forger never does.
+  initAndAllReduce(info, 30000, 2);
+  // It never gets the table: the root closes it when the rendezvous ends.
+  EXPECT_EQ(forger.next().status, IoStatus::Closed);
+  stopAllRootServers();
+  auto logged = log.lines(" closed a connection from ");
+  ASSERT_EQ(logged.size(), 1u);
+  EXPECT_TRUE(contains(logged[0], "VG-NET-004: rendezvous root at " + root.address.toString())) << logged[0];
+  EXPECT_TRUE(contains(logged[0],
+                       "it claimed rank 1 (host forger, pid 4242) but never confirmed the claim; "
+                       "the rendezvous completed without it"))
+      << logged[0];
 }
 
 TEST(Init, BadArgumentsHaveIds) {
