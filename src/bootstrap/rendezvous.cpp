@@ -132,7 +132,9 @@ std::vector<PeerInfo> rendezvous(const SocketAddress& root, const JobToken& toke
   ReceivedMessage msg;
   std::string lastError;
   int backoffMs = 10;
+  int attempts = 0;
   for (int attempt = 0;; ++attempt) {
+    ++attempts;
     Fd fd = attempt == 0 ? connectWithRetry(root, deadline, -1, &lastError) : connectOnce(root, deadline, &lastError);
     if (!fd && attempt == 0) {
       ErrorBuilder(Errc::BootRootUnreachable)
@@ -165,6 +167,11 @@ std::vector<PeerInfo> rendezvous(const SocketAddress& root, const JobToken& toke
   }
   if (msg.status != IoStatus::Done) {
     const bool timedOut = msg.status == IoStatus::TimedOut;
+    if (!timedOut && attempts > 1) {
+      rootGone(cat("closed this rank's connection before answering on each of ", attempts,
+                   " attempts until the connect timeout: it does not take this rank's hello (another job's "
+                   "token or root info? the root's log names the reason, VG-NET-004)"));
+    }
     if (!timedOut) rootGone("closed the connection before answering (did its process exit?)");
     ErrorBuilder(Errc::BootMissingRanks)
         .rank(hello.rank, hello.nranks)

@@ -100,7 +100,8 @@ class Rendezvous {
   void replyAll(const RendezvousReply& reply);
   void missingRanks();
   std::string describeArrivals() const;
-  std::string describeRefusals() const;
+  std::string describeRefusals() const;  // refused and unconfirmed claims
+  std::string describeUnconfirmedClaims() const;
 
   std::vector<Listener> listeners_;
   const Listener& listener_;  // the first: named in messages
@@ -448,11 +449,24 @@ std::string Rendezvous::describeArrivals() const {
 }
 
 std::string Rendezvous::describeRefusals() const {
-  if (refusals_.empty()) return {};
+  if (refusals_.empty()) return describeUnconfirmedClaims();
   std::string out = cat("; the root refused ", refusedClaims_, " claim(s): ");
   for (size_t i = 0; i < refusals_.size(); ++i) out += cat(i ? "; " : "", refusals_[i]);
   if (refusedClaims_ > refusals_.size()) out += cat("; and ", refusedClaims_ - refusals_.size(), " more");
-  return out;
+  return out + describeUnconfirmedClaims();
+}
+
+std::string Rendezvous::describeUnconfirmedClaims() const {
+  std::string out;
+  size_t shown = 0, total = 0;
+  for (const Pending& p : pending_) {
+    if (!p.claim) continue;
+    if (++total > kRefusalsReported) continue;
+    out += cat(shown++ ? ", " : "", p.claim->where(), " from ", p.from);
+  }
+  if (total == 0) return {};
+  if (total > shown) out += cat(" and ", total - shown, " more");
+  return cat("; claims not (yet) confirmed: ", out);
 }
 
 void Rendezvous::missingRanks() {

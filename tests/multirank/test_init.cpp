@@ -589,6 +589,23 @@ TEST(Init, OpenRootLetsTheRealRankWinOverAForgedClaimThatCameFirst) {
       << logged[0];
 }
 
+TEST(Init, OpenRootNamesRefusedAndUnconfirmedClaimsWhenARankIsMissing) {
+  vigilRootInfo info = hostOpenRoot(3);
+  RootInfo root = RootInfo::decode(info);
+  Forger silent(root, 1, 3);  // claims rank 1 and never confirms
+  ASSERT_TRUE(RendezvousReply::isConfirmRequest(silent.next().payload));
+  Forger skewed(root, 2, 3, static_cast<uint16_t>(kWireVersion + 1));  // refused: another wire version
+  ASSERT_EQ(skewed.next().status, IoStatus::Done);
+  auto out = initAll(info, {{0, 3}}, {testConfig(60000, 1500)});
+  EXPECT_EQ(out[0].rc, vigilTimeout) << out[0].text;
+  EXPECT_TRUE(contains(out[0].text, "VG-BOOT-003")) << out[0].text;
+  EXPECT_TRUE(contains(out[0].text, "; missing: 1, 2; the root refused 1 claim(s): a claim from 127.0.0.1:"))
+      << out[0].text;
+  EXPECT_TRUE(contains(out[0].text, cat("with wire version ", kWireVersion + 1))) << out[0].text;
+  EXPECT_TRUE(contains(out[0].text, "; claims not (yet) confirmed: rank 1 (host forger, pid 4242) from 127.0.0.1:"))
+      << out[0].text;
+}
+
 TEST(Init, BadArgumentsHaveIds) {
   vigilRootInfo info = newRootInfo();
   vigilComm_t comm = nullptr;
