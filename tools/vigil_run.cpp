@@ -358,6 +358,7 @@ class Launcher {
     ::setpgid(pid, pgid_);        // also here, so the group is set before we ever signal it
     pids_.push_back(pid);
     awaitingDump_.push_back(false);
+    handlesDumps_.push_back(false);
     ++running_;
     addStream(std::move(outR), 1, rank);
     addStream(std::move(errR), 2, rank);
@@ -461,6 +462,7 @@ class Launcher {
     std::fprintf(stderr, "vigil-run: received %s; forwarding it to %d running rank(s)\n", signalText(sig).c_str(),
                  running_);
     interruptSig_ = sig;
+    stopping_ = true;  // the ranks were told to stop: no dumps asked for when they exit
     signalGroup(sig);
     if (!killAt_) killAt_ = Clock::now() + seconds(opt_.graceS);  // SIGKILL if it is ignored
   }
@@ -514,18 +516,26 @@ class Launcher {
     stopping_ = true;
     if (!dumpsBeforeStop()) return beginStop(SIGTERM);
     requestDumps("before stopping them");
+    if (awaitingDumps_ == 0) return beginStop(SIGTERM);
     termAt_ = Clock::now() + seconds(opt_.dumpGraceS);
   }
 
-  // SIGUSR1 to each running rank (not the group: a helper without vigil's handler would die).
+  // SIGUSR1 only to the running ranks whose vigil said it handles it: to any other process
+  // (a rank before its first init, a program without vigil, a helper) it would be fatal.
   void requestDumps(const char* why) {
-    int asked = 0;
+    int asked = 0, unable = 0;
     for (size_t r = 0; r < pids_.size(); ++r) {
-      if (pids_[r] == 0 || ::kill(pids_[r], SIGUSR1) != 0) continue;
+      if (pids_[r] == 0) continue;
+      if (!handlesDumps_[r] || ::kill(pids_[r], SIGUSR1) != 0) {
+        ++unable;
+        continue;
+      }
       if (!awaitingDump_[r]) awaitingDump_[r] = true, ++awaitingDumps_;
       ++asked;
     }
-    std::fprintf(stderr, "vigil-run: asking %d running rank(s) to write their flight recorders %s\n", asked, why);
+    std::fprintf(stderr, "vigil-run: asking %d running rank(s) to write their flight recorders %s", asked, why);
+    if (unable > 0) std::fprintf(stderr, " (%d running rank(s) have no vigil communicator to dump yet)", unable);
+    std::fputc('\n', stderr);
   }
 
   void readDumpNotices() {
@@ -545,13 +555,18 @@ class Launcher {
   void onDumpNotice(const DumpNotice& notice) {
     auto it = std::find(pids_.begin(), pids_.end(), static_cast<pid_t>(notice.pid));
     if (it == pids_.end()) {
-      std::fprintf(stderr, "vigil-run: process %d (not a rank's pid) wrote %d flight-recorder dump(s)\n", notice.pid,
-                   notice.dumpsWritten);
+      if (notice.dumpsWritten != DumpNotice::kHandlerInstalled)
+        std::fprintf(stderr, "vigil-run: process %d (not a rank's pid) wrote %d flight-recorder dump(s)\n", notice.pid,
+                     notice.dumpsWritten);
       // A rank started through a wrapper has another pid: its launcher rank names it.
       if (notice.launcherRank < 0 || notice.launcherRank >= opt_.nranks) return;
       it = pids_.begin() + notice.launcherRank;
     }
     const size_t rank = static_cast<size_t>(it - pids_.begin());
+    if (notice.dumpsWritten == DumpNotice::kHandlerInstalled) {
+      handlesDumps_[rank] = true;
+      return;
+    }
     std::fprintf(stderr, "vigil-run: rank %zu wrote %d flight-recorder dump(s) to %s\n", rank, notice.dumpsWritten,
                  std::getenv("VIGIL_DUMP_DIR") ? std::getenv("VIGIL_DUMP_DIR") : "(VIGIL_DUMP_DIR is not set)");
     if (awaitingDump_[rank]) awaitingDump_[rank] = false, --awaitingDumps_;
@@ -618,7 +633,8 @@ class Launcher {
   std::vector<pid_t> pids_;         // index = rank; 0 once reaped
   std::vector<bool> awaitingDump_;  // index = rank: asked for its dump, not yet confirmed
   int awaitingDumps_ = 0;
-  std::vector<Stream> streams_;  // 2*rank: its stdout, 2*rank+1: its stderr
+  std::vector<bool> handlesDumps_;  // index = rank: its vigil handles SIGUSR1 (it said so)
+  std::vector<Stream> streams_;     // 2*rank: its stdout, 2*rank+1: its stderr
   pid_t pgid_ = 0;
   int running_ = 0;
   int interruptSig_ = 0;

@@ -62,6 +62,7 @@ class DumpOnSignal {
     sa.sa_flags = SA_RESTART;
     sigemptyset(&sa.sa_mask);
     ::sigaction(SIGUSR1, &sa, nullptr);
+    notify(DumpNotice::kHandlerInstalled);
   }
 
   void stop() {
@@ -95,11 +96,14 @@ class DumpOnSignal {
     }
     VIGIL_LOG_AT(LogLevel::Warn, -1, "SIGUSR1: wrote the flight recorders of ", written, " of ", comms.size(),
                  " live communicator(s)");
-    if (notifyFd_ >= 0) {
-      DumpNotice notice{launcherRank_, static_cast<int32_t>(::getpid()), written};
-      ssize_t ignored = ::write(notifyFd_, &notice, sizeof notice);  // atomic: below PIPE_BUF
-      (void)ignored;
-    }
+    notify(written);
+  }
+
+  void notify(int32_t dumpsWritten) const {
+    if (notifyFd_ < 0) return;
+    DumpNotice notice{launcherRank_, static_cast<int32_t>(::getpid()), dumpsWritten};
+    ssize_t ignored = ::write(notifyFd_, &notice, sizeof notice);  // atomic: below PIPE_BUF
+    (void)ignored;
   }
 
   int launcherRank_ = -1;

@@ -7,7 +7,9 @@
 //
 // Under vigil-run, VIGIL_DUMP_NOTIFY_FD names a pipe on which each round of
 // dumps is acknowledged, so the launcher stops the ranks as soon as all of
-// them have written theirs: one DumpNotice per round.
+// them have written theirs: one DumpNotice per round, and one when the
+// handler is installed, so that the launcher never sends SIGUSR1 to a rank
+// that would die of it (a rank before its first init, or not a vigil program).
 
 #include <cstdint>
 
@@ -16,7 +18,8 @@ namespace vigil {
 struct DumpNotice {
   int32_t launcherRank;  // VIGIL_RANK, -1 if unset
   int32_t pid;
-  int32_t dumpsWritten;
+  int32_t dumpsWritten;  // kHandlerInstalled: sent once, when the handler is in place
+  static constexpr int32_t kHandlerInstalled = -1;
 };
 static_assert(sizeof(DumpNotice) == 12, "written to a pipe in one piece");
 

@@ -5,7 +5,7 @@
 #  (b) with --dump-grace 0 the stalled rank is stopped without a dump: the doctor names the
 #      missing dump and calls its verdict partial;
 #  (c) a live job: `vigil-run --dump PID` and a SIGUSR1 sent straight to a rank write dumps
-#      while the job goes on.
+#      while the job goes on; ranks without vigil are not sent SIGUSR1.
 # Usage: test_dumps_under_vigil_run.sh vigil-run vigil-test-rank vigil-doctor
 # Synchronisation reads the job's output through a FIFO (read -t blocks until a line
 # comes), never sleep. Every run is capped by vigil-run --timeout and `timeout`.
@@ -58,8 +58,12 @@ mkdir -p "$TMP/b"
 VIGIL_DUMP_DIR=$TMP/b VIGIL_TIMEOUT_MS=3000 launch -n 3 --timeout 60 --grace 30 --dump-grace 0 "$RANK" "${STALL[@]}"
 check "exit code 3 (got $RC)" test "$RC" -eq 3
 check "no dump of rank 2" test -z "$(dump_of "$TMP/b" 2)"
-V=$(verdict "$TMP"/b/*.json)
-check "the verdict is partial and names rank 2's dump" has "$V" "verdict: partial, rank 2's dump is missing: "
+D=$("$DOCTOR" dumps "$TMP"/b/*.json)
+V=$(grep '^verdict: ' <<<"$D")
+# Rank 1 may be stopped before its own dump too: then both are named.
+check "the verdict is partial" has "$V" "verdict: partial, "
+check "the doctor lists rank 2 as missing" grep -qE '^ranks present: [0-9,]*; missing: ([0-9]+,)*2$' <<<"$D"
+check "the verdict names rank 2's dump" grep -qE "rank 2's dump is missing|the dumps of ranks .*2 are missing" <<<"$V"
 [[ $FAILED -eq 0 ]] || { show; echo "  $V"; }
 
 echo "== (c) a live job: vigil-run --dump PID, and SIGUSR1 to a rank"
@@ -101,6 +105,22 @@ kill -TERM "$JOB"
 cat <&3 >>"$TMP/joblog"
 wait "$JOB"
 exec 3<&-
+# Ranks without vigil (shells here) have no SIGUSR1 handler: --dump must leave them alone.
+mkfifo "$TMP/hold"
+exec 4<>"$TMP/hold"  # a writer, so that the ranks' reads block until it closes
+"$RUN" -n 2 --timeout 60 sh -c 'exec 3<"$1"; echo up; exec cat <&3 >/dev/null' sh "$TMP/hold" >"$TMP/job" 2>&1 4>&- &
+JOB=$!
+exec 3<"$TMP/job"
+check "two shell ranks are up" await "[0] up" "[1] up"
+OUT=$(timeout 30 "$RUN" --dump "$JOB")
+check "--dump asks no rank without vigil's handler" \
+  await "asking 0 running rank(s) to write their flight recorders on request (SIGUSR1 to vigil-run) (2 running rank(s) have no vigil communicator to dump yet)"
+exec 4>&-  # the ranks read end of file and exit 0
+cat <&3 >>"$TMP/joblog"
+wait "$JOB"
+RC=$?
+exec 3<&-
+check "the shell ranks were not killed by SIGUSR1: exit 0 (got $RC)" test "$RC" -eq 0
 OUT=$(timeout 30 "$RUN" --dump $$ 2>&1)
 check "--dump refuses a pid that is not a vigil-run" has "$OUT" "process $$ is 'bash', not a vigil-run; nothing sent"
 [[ $FAILED -eq 0 ]] || { sed 's/^/  job: /' "$TMP/joblog"; echo "  $V"; }
