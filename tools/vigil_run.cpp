@@ -553,16 +553,19 @@ class Launcher {
   }
 
   void onDumpNotice(const DumpNotice& notice) {
-    auto it = std::find(pids_.begin(), pids_.end(), static_cast<pid_t>(notice.pid));
-    if (it == pids_.end()) {
-      if (notice.dumpsWritten != DumpNotice::kHandlerInstalled)
-        std::fprintf(stderr, "vigil-run: process %d (not a rank's pid) wrote %d flight-recorder dump(s)\n", notice.pid,
-                     notice.dumpsWritten);
-      // A rank started through a wrapper has another pid: its launcher rank names it.
-      if (notice.launcherRank < 0 || notice.launcherRank >= opt_.nranks) return;
-      it = pids_.begin() + notice.launcherRank;
+    // The rank is the VIGIL_RANK we gave (also right for a rank started through a wrapper,
+    // whose pid is not ours to know); the pid is the fallback.
+    size_t rank = static_cast<size_t>(notice.launcherRank);
+    if (notice.launcherRank < 0 || notice.launcherRank >= opt_.nranks) {
+      auto it = std::find(pids_.begin(), pids_.end(), static_cast<pid_t>(notice.pid));
+      if (it == pids_.end()) {
+        if (notice.dumpsWritten != DumpNotice::kHandlerInstalled)
+          std::fprintf(stderr, "vigil-run: process %d (not a rank) wrote %d flight-recorder dump(s)\n", notice.pid,
+                       notice.dumpsWritten);
+        return;
+      }
+      rank = static_cast<size_t>(it - pids_.begin());
     }
-    const size_t rank = static_cast<size_t>(it - pids_.begin());
     if (notice.dumpsWritten == DumpNotice::kHandlerInstalled) {
       handlesDumps_[rank] = true;
       return;
