@@ -1,7 +1,7 @@
 // `vigil-doctor dumps FILE...`: merges the flight-recorder dumps of all ranks of each
 // communicator and answers the questions asked after a hang or a mismatch: which ranks are
-// missing, where each rank is, the first seq where ranks ran different collectives, and which
-// ranks are behind or stuck while the others wait for them.
+// missing (then the verdict is partial), where each rank is, the first seq where ranks ran different collectives, and
+// which ranks are behind or stuck while the others wait for them.
 
 #include <algorithm>
 #include <cstdio>
@@ -269,8 +269,13 @@ std::string analyzeComm(const std::string& comm, const std::vector<const Dump*>&
     verdict = missing.empty() ? "no divergence" : "no divergence among the dumps present";
   }
   if (!missing.empty()) {
-    verdict += missing.size() == 1 ? "; rank " + std::to_string(missing[0]) + "'s dump is missing"
-                                   : "; the dumps of ranks " + joinRanks(missing) + " are missing";
+    // What the absent ranks did is unknown: one of them may be the culprit, so
+    // the verdict is only about the ranks present and says so first.
+    const std::string absent = missing.size() == 1 ? "rank " + std::to_string(missing[0]) + "'s dump is missing"
+                                                   : "the dumps of ranks " + joinRanks(missing) + " are missing";
+    std::cout << "partial: " << absent << " (of " << nranks << " ranks); the verdict covers only "
+              << (present.empty() ? "no rank" : ranksWord(present)) << " and a missing rank may be the culprit\n";
+    verdict = "partial, " + absent + ": " + verdict;
   }
   return verdict;
 }

@@ -23,7 +23,9 @@ constexpr const char* kUsage = R"(usage:
       the file is found via $VIGIL_DOCS_DIR, the install prefix or the build tree
   vigil-doctor dumps FILE...
       merge the flight-recorder dumps of all ranks (grouped by communicator): missing ranks,
-      where each rank is, the first seq where ranks diverge, ranks behind or stuck, failures
+      where each rank is, the first seq where ranks diverge, ranks behind or stuck, failures;
+      the world size comes from the dumps, and with a rank's dump missing the verdict is
+      marked partial (`vigil-run --dump PID` or SIGUSR1 makes running ranks write theirs)
   vigil-doctor trace FILE... -o OUT.json
       write a Chrome/Perfetto trace: one process per rank, one thread per stream
   vigil-doctor --help

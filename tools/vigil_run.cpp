@@ -7,12 +7,17 @@
 // a crash never leaves its peers blocked in a collective until their own timeouts fire.
 // All ranks share one new process group: one killpg() also reaches their helpers
 // (`sh -c` children), and a terminal Ctrl-C reaches the ranks once, through our forwarding.
+// With VIGIL_DUMP_DIR set, the others are first asked for their flight recorders (SIGUSR1)
+// and stopped once all have written them (each rank says so on a pipe) or --dump-grace ends,
+// so `vigil-doctor dumps` sees every rank. SIGUSR1 to vigil-run (`vigil-run --dump PID`)
+// asks the running ranks for their flight recorders at any time.
 
 #include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
 #include <sys/prctl.h>
 #include <sys/resource.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 #include <vigil/vigil.h>
@@ -24,6 +29,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <fstream>
 #include <iterator>
 #include <optional>
 #include <string>
@@ -31,11 +37,14 @@
 #include <utility>
 #include <vector>
 
+#include "comm/dump_on_signal.hpp"
+
 extern char** environ;
 
 namespace {
 
 using Clock = std::chrono::steady_clock;
+using vigil::DumpNotice;
 
 constexpr int kMaxRanks = 4096;
 constexpr int kExitUsage = 2;
@@ -45,15 +54,23 @@ constexpr size_t kMaxLine = 64 * 1024;                  // longer lines are cut:
 constexpr auto kDrainWindow = std::chrono::seconds(1);  // for pipes held by leftover helpers
 
 constexpr const char* kUsage =
-    "usage: vigil-run -n N [--timeout S] [--grace S] [--] prog [args...]\n"
-    "  -n, --np N     number of ranks to start on this host (1..4096)\n"
-    "  --timeout S    stop all ranks after S seconds (fractions allowed) and exit 124\n"
-    "  --grace S      seconds from SIGTERM to SIGKILL when stopping ranks (default 5)\n"
-    "  -h, --help     print this help\n"
-    "Each rank gets VIGIL_ROOT_INFO, VIGIL_RANK, VIGIL_WORLD_SIZE, VIGIL_LOCAL_RANK and\n"
-    "VIGIL_LOCAL_SIZE; stdin is /dev/null; each output line is prefixed \"[rank] \".\n"
-    "When a rank fails the others are stopped; the exit code is the first failing rank's\n"
-    "(128+signal if it was killed), 124 on --timeout, 0 if every rank exits 0.\n";
+    "usage: vigil-run -n N [--timeout S] [--grace S] [--dump-grace S] [--] prog [args...]\n"
+    "       vigil-run --dump PID\n"
+    "  -n, --np N       number of ranks to start on this host (1..4096)\n"
+    "  --timeout S      stop all ranks after S seconds (fractions allowed) and exit 124\n"
+    "  --grace S        seconds from SIGTERM to SIGKILL when stopping ranks (default 5)\n"
+    "  --dump-grace S   with VIGIL_DUMP_DIR set: seconds the ranks get to write their flight\n"
+    "                   recorders (SIGUSR1) before SIGTERM when a rank failed or on --timeout\n"
+    "                   (default 5; 0 = no dumps first)\n"
+    "  --dump PID       ask the vigil-run with this pid to have its running ranks write their\n"
+    "                   flight recorders to VIGIL_DUMP_DIR now (it sends them SIGUSR1 and reports\n"
+    "                   each rank's dump on its stderr); the job goes on\n"
+    "  -h, --help       print this help\n"
+    "Each rank gets VIGIL_ROOT_INFO, VIGIL_RANK, VIGIL_WORLD_SIZE, VIGIL_LOCAL_RANK,\n"
+    "VIGIL_LOCAL_SIZE and VIGIL_DUMP_NOTIFY_FD; stdin is /dev/null; each output line is prefixed\n"
+    "\"[rank] \". When a rank fails the others are stopped (after their dumps, see --dump-grace);\n"
+    "the exit code is the first failing rank's (128+signal if it was killed), 124 on --timeout,\n"
+    "0 if every rank exits 0. SIGUSR1 to vigil-run is the same as --dump.\n";
 
 // Owns one file descriptor, so every exit path closes what was opened.
 class Fd {
@@ -78,6 +95,8 @@ struct Options {
   int nranks = 0;
   double timeoutS = 0;  // 0 = no timeout
   double graceS = 5;
+  double dumpGraceS = 5;
+  pid_t dumpPid = 0;        // --dump PID: only ask that launcher for dumps
   std::vector<char*> argv;  // program and its args, null-terminated for execvp
 };
 
@@ -99,6 +118,7 @@ double parseNumber(const std::string& opt, const char* text, double lo, double h
 Options parseArgs(int argc, char** argv) {
   constexpr const char* kSecs = "seconds, e.g. 30 or 0.5";
   constexpr const char* kCount = "an integer 1..4096";
+  constexpr const char* kPid = "the process id of a running vigil-run";
   Options o;
   int i = 1;
   for (; i < argc; ++i) {
@@ -127,8 +147,16 @@ Options parseArgs(int argc, char** argv) {
       o.timeoutS = parseNumber(name, value, 1e-3, 1e9, false, kSecs);
     else if (name == "--grace")
       o.graceS = parseNumber(name, value, 0, 1e9, false, kSecs);
+    else if (name == "--dump-grace")
+      o.dumpGraceS = parseNumber(name, value, 0, 1e9, false, kSecs);
+    else if (name == "--dump")
+      o.dumpPid = static_cast<pid_t>(parseNumber(name, value, 1, 4194304, true, kPid));
     else
       usageError("unknown option '" + std::string(a) + "'");
+  }
+  if (o.dumpPid != 0) {
+    if (o.nranks != 0 || i < argc) usageError("--dump PID takes no other options and no program");
+    return o;
   }
   if (o.nranks == 0) usageError("missing -n N (number of ranks)");
   if (i >= argc) usageError("no program given");
@@ -151,7 +179,7 @@ extern "C" void onSignal(int sig) {
 // signal never writes to a reused fd number.
 class SignalPipe {
  public:
-  static constexpr int kSignals[] = {SIGCHLD, SIGINT, SIGTERM, SIGPIPE};
+  static constexpr int kSignals[] = {SIGCHLD, SIGINT, SIGTERM, SIGPIPE, SIGUSR1};
 
   SignalPipe() {
     int fds[2];
@@ -241,13 +269,11 @@ struct Stream {
 };
 
 // Environment of one rank: ours, minus stale launch variables, plus the rank's own.
-std::vector<std::string> rankEnv(const std::string& rootHex, int rank, int n) {
-  const std::string r = std::to_string(rank), size = std::to_string(n);
-  const std::pair<std::string_view, std::string_view> ours[] = {{"VIGIL_ROOT_INFO=", rootHex},
-                                                                {"VIGIL_RANK=", r},
-                                                                {"VIGIL_WORLD_SIZE=", size},
-                                                                {"VIGIL_LOCAL_RANK=", r},
-                                                                {"VIGIL_LOCAL_SIZE=", size}};
+std::vector<std::string> rankEnv(const std::string& rootHex, int rank, int n, int notifyFd) {
+  const std::string r = std::to_string(rank), size = std::to_string(n), notify = std::to_string(notifyFd);
+  const std::pair<std::string_view, std::string_view> ours[] = {
+      {"VIGIL_ROOT_INFO=", rootHex}, {"VIGIL_RANK=", r},          {"VIGIL_WORLD_SIZE=", size},
+      {"VIGIL_LOCAL_RANK=", r},      {"VIGIL_LOCAL_SIZE=", size}, {"VIGIL_DUMP_NOTIFY_FD=", notify}};
   std::vector<std::string> env;
   for (char** e = environ; *e != nullptr; ++e)
     if (std::none_of(std::begin(ours), std::end(ours),
@@ -285,6 +311,7 @@ class Launcher {
 
   int run() {
     if (!signals_.ok()) return report("cannot create the signal pipe", errno), 1;
+    if (!makeNotifyPipe()) return 1;
     if (!spawnAll()) beginStop(SIGTERM);  // stop the ranks already started
     while (!finished()) step();
     for (auto& s : streams_)
@@ -317,7 +344,7 @@ class Launcher {
   bool spawn(int rank, int devNull, const sigset_t& mask) {
     Fd outR, outW, errR, errW;
     if (!makePipe(outR, outW) || !makePipe(errR, errW)) return report("cannot create a pipe (see ulimit -n)", errno);
-    std::vector<std::string> env = rankEnv(rootHex_, rank, opt_.nranks);
+    std::vector<std::string> env = rankEnv(rootHex_, rank, opt_.nranks, notifyWrite_.get());
     std::vector<char*> envp;
     for (auto& e : env) envp.push_back(e.data());
     envp.push_back(nullptr);
@@ -330,9 +357,20 @@ class Launcher {
     if (pgid_ == 0) pgid_ = pid;  // the first rank leads the group
     ::setpgid(pid, pgid_);        // also here, so the group is set before we ever signal it
     pids_.push_back(pid);
+    awaitingDump_.push_back(false);
+    handlesDumps_.push_back(false);
     ++running_;
     addStream(std::move(outR), 1, rank);
     addStream(std::move(errR), 2, rank);
+    return true;
+  }
+
+  // The ranks' library writes one DumpNotice (src/comm/dump_on_signal.hpp) per round of dumps.
+  bool makeNotifyPipe() {
+    int fds[2];
+    if (::pipe2(fds, O_CLOEXEC | O_NONBLOCK) != 0) return report("cannot create the dump notice pipe", errno);
+    notifyRead_.reset(fds[0]);
+    notifyWrite_.reset(fds[1]);
     return true;
   }
 
@@ -350,6 +388,7 @@ class Launcher {
     ::prctl(PR_SET_PDEATHSIG, SIGKILL);                    // a SIGKILLed launcher takes its ranks along,
     if (::getppid() != parent) _exit(1);                   // also when it died before the line above
     for (int fd = 0; fd < 3; ++fd) ::dup2(stdio[fd], fd);  // dup2 clears O_CLOEXEC
+    ::fcntl(notifyWrite_.get(), F_SETFD, 0);               // the rank keeps the dump notice pipe
     signals_.restore();
     ::sigprocmask(SIG_SETMASK, &mask, nullptr);
     environ = envp;
@@ -374,8 +413,8 @@ class Launcher {
   }
 
   void step() {
-    std::vector<pollfd> fds{{signals_.fd(), POLLIN, 0}};
-    std::vector<Stream*> owners{nullptr};
+    std::vector<pollfd> fds{{signals_.fd(), POLLIN, 0}, {notifyRead_.get(), POLLIN, 0}};
+    std::vector<Stream*> owners{nullptr, nullptr};
     for (auto& s : streams_) {
       if (!s.fd.open()) continue;
       fds.push_back({s.fd.get(), POLLIN, 0});
@@ -383,8 +422,9 @@ class Launcher {
     }
     // poll() fails only with EINTR or ENOMEM; both are worth another round.
     int n = ::poll(fds.data(), fds.size(), pollTimeoutMs());
-    for (size_t i = 1; n > 0 && i < fds.size(); ++i)
+    for (size_t i = 2; n > 0 && i < fds.size(); ++i)
       if (fds[i].revents != 0) owners[i]->readOnce();
+    if (n > 0 && fds[1].revents != 0) readDumpNotices();
     if (n > 0 && fds[0].revents != 0) handleSignals();
     handleTimers();
   }
@@ -393,7 +433,8 @@ class Launcher {
   int pollTimeoutMs() const {
     std::optional<Clock::time_point> next;
     auto consider = [&](Clock::time_point t) { next = next ? std::min(*next, t) : t; };
-    if (opt_.timeoutS > 0 && !killAt_) consider(startedAt_ + seconds(opt_.timeoutS));
+    if (opt_.timeoutS > 0 && !stopping_) consider(startedAt_ + seconds(opt_.timeoutS));
+    if (termAt_ && !killAt_) consider(*termAt_);
     if (killAt_ && !killed_) consider(*killAt_);
     if (running_ == 0) consider(drainUntil_);
     if (!next) return -1;
@@ -408,6 +449,8 @@ class Launcher {
       for (ssize_t i = 0; i < n; ++i) {
         if (buf[i] == SIGCHLD)
           child = true;
+        else if (buf[i] == SIGUSR1)
+          requestDumps("on request (SIGUSR1 to vigil-run)");
         else
           forward(buf[i]);
       }
@@ -419,6 +462,7 @@ class Launcher {
     std::fprintf(stderr, "vigil-run: received %s; forwarding it to %d running rank(s)\n", signalText(sig).c_str(),
                  running_);
     interruptSig_ = sig;
+    stopping_ = true;  // the ranks were told to stop: no dumps asked for when they exit
     signalGroup(sig);
     if (!killAt_) killAt_ = Clock::now() + seconds(opt_.graceS);  // SIGKILL if it is ignored
   }
@@ -435,6 +479,7 @@ class Launcher {
 
   void onExit(size_t rank, int status) {
     pids_[rank] = 0;
+    if (awaitingDump_[rank]) awaitingDump_[rank] = false, --awaitingDumps_;
     if (--running_ == 0) drainUntil_ = Clock::now() + kDrainWindow;
     if (WIFEXITED(status) && WEXITSTATUS(status) == 0) return;
     if (exitCode_) return;  // only the first failure decides the exit code and is reported
@@ -451,12 +496,87 @@ class Launcher {
     else
       msg += " killed by signal " + signalText(WTERMSIG(status));
     if (WCOREDUMP(status)) msg += " (core dumped)";
-    if (!killAt_ && running_ > 0) msg += "; stopping the other " + std::to_string(running_) + " rank(s)";
+    if (!stopping_ && running_ > 0) {
+      msg += "; stopping the other " + std::to_string(running_) + " rank(s)";
+      if (dumpsBeforeStop()) msg += " once they have written their flight recorders";
+    }
     writeAll(2, msg + "\n");
-    beginStop(SIGTERM);
+    stopRanks();
+  }
+
+  // A failed job is explained by every rank's flight recorder, not only by those of the
+  // ranks that failed: the others are asked for theirs before they are stopped.
+  bool dumpsBeforeStop() const {
+    const char* dir = std::getenv("VIGIL_DUMP_DIR");
+    return dir != nullptr && *dir != '\0' && opt_.dumpGraceS > 0 && running_ > 0;
+  }
+
+  void stopRanks() {
+    if (stopping_) return;
+    stopping_ = true;
+    if (!dumpsBeforeStop()) return beginStop(SIGTERM);
+    requestDumps("before stopping them");
+    if (awaitingDumps_ == 0) return beginStop(SIGTERM);
+    termAt_ = Clock::now() + seconds(opt_.dumpGraceS);
+  }
+
+  // SIGUSR1 only to the running ranks whose vigil said it handles it: to any other process
+  // (a rank before its first init, a program without vigil, a helper) it would be fatal.
+  void requestDumps(const char* why) {
+    int asked = 0, unable = 0;
+    for (size_t r = 0; r < pids_.size(); ++r) {
+      if (pids_[r] == 0) continue;
+      if (!handlesDumps_[r] || ::kill(pids_[r], SIGUSR1) != 0) {
+        ++unable;
+        continue;
+      }
+      if (!awaitingDump_[r]) awaitingDump_[r] = true, ++awaitingDumps_;
+      ++asked;
+    }
+    std::fprintf(stderr, "vigil-run: asking %d running rank(s) to write their flight recorders %s", asked, why);
+    if (unable > 0) std::fprintf(stderr, " (%d running rank(s) have no vigil communicator to dump yet)", unable);
+    std::fputc('\n', stderr);
+  }
+
+  void readDumpNotices() {
+    char buf[sizeof(DumpNotice) * 64];
+    for (ssize_t n; (n = ::read(notifyRead_.get(), buf, sizeof buf)) > 0;) {
+      notices_.append(buf, static_cast<size_t>(n));
+      size_t used = 0;
+      for (; notices_.size() - used >= sizeof(DumpNotice); used += sizeof(DumpNotice)) {
+        DumpNotice notice;
+        std::memcpy(&notice, notices_.data() + used, sizeof notice);
+        onDumpNotice(notice);
+      }
+      notices_.erase(0, used);
+    }
+  }
+
+  void onDumpNotice(const DumpNotice& notice) {
+    // The rank is the VIGIL_RANK we gave (also right for a rank started through a wrapper,
+    // whose pid is not ours to know); the pid is the fallback.
+    size_t rank = static_cast<size_t>(notice.launcherRank);
+    if (notice.launcherRank < 0 || notice.launcherRank >= opt_.nranks) {
+      auto it = std::find(pids_.begin(), pids_.end(), static_cast<pid_t>(notice.pid));
+      if (it == pids_.end()) {
+        if (notice.dumpsWritten != DumpNotice::kHandlerInstalled)
+          std::fprintf(stderr, "vigil-run: process %d (not a rank) wrote %d flight-recorder dump(s)\n", notice.pid,
+                       notice.dumpsWritten);
+        return;
+      }
+      rank = static_cast<size_t>(it - pids_.begin());
+    }
+    if (notice.dumpsWritten == DumpNotice::kHandlerInstalled) {
+      handlesDumps_[rank] = true;
+      return;
+    }
+    std::fprintf(stderr, "vigil-run: rank %zu wrote %d flight-recorder dump(s) to %s\n", rank, notice.dumpsWritten,
+                 std::getenv("VIGIL_DUMP_DIR") ? std::getenv("VIGIL_DUMP_DIR") : "(VIGIL_DUMP_DIR is not set)");
+    if (awaitingDump_[rank]) awaitingDump_[rank] = false, --awaitingDumps_;
   }
 
   void beginStop(int sig) {
+    stopping_ = true;
     if (killAt_) return;
     killAt_ = Clock::now() + seconds(opt_.graceS);
     signalGroup(sig);
@@ -470,10 +590,16 @@ class Launcher {
 
   void handleTimers() {
     auto now = Clock::now();
-    if (opt_.timeoutS > 0 && !killAt_ && running_ > 0 && now >= startedAt_ + seconds(opt_.timeoutS)) {
+    if (opt_.timeoutS > 0 && !stopping_ && running_ > 0 && now >= startedAt_ + seconds(opt_.timeoutS)) {
       std::fprintf(stderr, "vigil-run: timeout after %g s; ranks still running: %s\n", opt_.timeoutS,
                    runningList().c_str());
       exitCode_ = exitCode_.value_or(kExitTimeout);
+      stopRanks();
+    }
+    if (termAt_ && !killAt_ && (awaitingDumps_ == 0 || now >= *termAt_)) {
+      if (awaitingDumps_ > 0)
+        std::fprintf(stderr, "vigil-run: rank(s) %s wrote no flight recorder within %g s; stopping them anyway\n",
+                     awaitingList().c_str(), opt_.dumpGraceS);
       beginStop(SIGTERM);
     }
     if (!killAt_ || killed_ || now < *killAt_) return;
@@ -488,6 +614,13 @@ class Launcher {
       if (pid != 0) ::kill(pid, SIGKILL);  // in case a rank left our process group
   }
 
+  std::string awaitingList() const {
+    std::string out;
+    for (size_t r = 0; r < awaitingDump_.size(); ++r)
+      if (awaitingDump_[r]) out += (out.empty() ? "" : ", ") + std::to_string(r);
+    return out;
+  }
+
   std::string runningList() const {
     std::string out;
     for (size_t r = 0; r < pids_.size(); ++r)
@@ -498,13 +631,20 @@ class Launcher {
   Options opt_;
   std::string rootHex_;
   SignalPipe signals_;
-  std::vector<pid_t> pids_;      // index = rank; 0 once reaped
-  std::vector<Stream> streams_;  // 2*rank: its stdout, 2*rank+1: its stderr
+  Fd notifyRead_, notifyWrite_;     // DumpNotices from the ranks
+  std::string notices_;             // bytes of an incomplete notice
+  std::vector<pid_t> pids_;         // index = rank; 0 once reaped
+  std::vector<bool> awaitingDump_;  // index = rank: asked for its dump, not yet confirmed
+  int awaitingDumps_ = 0;
+  std::vector<bool> handlesDumps_;  // index = rank: its vigil handles SIGUSR1 (it said so)
+  std::vector<Stream> streams_;     // 2*rank: its stdout, 2*rank+1: its stderr
   pid_t pgid_ = 0;
   int running_ = 0;
   int interruptSig_ = 0;
   std::optional<int> exitCode_;              // set by the first failure or the timeout
-  std::optional<Clock::time_point> killAt_;  // set once the ranks are being stopped
+  bool stopping_ = false;                    // the job is being stopped (dumps first, or SIGTERM)
+  std::optional<Clock::time_point> termAt_;  // end of the dump grace: SIGTERM then
+  std::optional<Clock::time_point> killAt_;  // set once SIGTERM went out
   bool killed_ = false;
   Clock::time_point startedAt_, drainUntil_;
 };
@@ -520,8 +660,32 @@ void raiseFdLimit(int nranks) {
 
 }  // namespace
 
+// `vigil-run --dump PID`: checks that PID is a vigil-run and sends it SIGUSR1.
+int askForDumps(pid_t pid) {
+  std::string comm;
+  std::ifstream(std::string("/proc/") + std::to_string(pid) + "/comm") >> comm;
+  if (comm.empty()) {
+    std::fprintf(stderr, "vigil-run: no process %d\n", pid);
+    return 1;
+  }
+  if (comm != "vigil-run") {
+    std::fprintf(stderr, "vigil-run: process %d is '%s', not a vigil-run; nothing sent\n", pid, comm.c_str());
+    return 1;
+  }
+  if (::kill(pid, SIGUSR1) != 0) {
+    std::fprintf(stderr, "vigil-run: cannot signal process %d: %s\n", pid, std::strerror(errno));
+    return 1;
+  }
+  std::printf(
+      "vigil-run: asked vigil-run (pid %d) for its ranks' flight recorders; it reports each rank's dump on its "
+      "stderr\n",
+      pid);
+  return 0;
+}
+
 int main(int argc, char** argv) {
   Options opt = parseArgs(argc, argv);
+  if (opt.dumpPid != 0) return askForDumps(opt.dumpPid);
   raiseFdLimit(opt.nranks);
   // All ranks of vigil-run share this host: loopback is the right network
   // unless the user says otherwise (the ranks inherit the variable).

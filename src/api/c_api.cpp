@@ -146,7 +146,7 @@ vigilResult_t vigilCommInitFromEnv(vigilComm_t* comm) {
     *comm = nullptr;
     LaunchEnv env = resolveLaunchEnv([](const char* var) { return std::getenv(var); });
     installExitHandler();
-    if (env.hostsRoot) hostRootAt(env.root, processConfig());
+    if (env.hostsRoot) hostRootAt(env, processConfig());
     initComm(env.nranks, env.root, env.rank, nullptr, comm);
   });
 }

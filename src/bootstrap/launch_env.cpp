@@ -1,13 +1,16 @@
 #include "bootstrap/launch_env.hpp"
 
+#include <arpa/inet.h>
 #include <netinet/in.h>
 
+#include <cerrno>
 #include <charconv>
 #include <cstring>
 #include <optional>
 
 #include "bootstrap/root_server.hpp"
 #include "core/errors.hpp"
+#include "core/log.hpp"
 
 namespace vigil {
 namespace {
@@ -93,6 +96,7 @@ LaunchEnv resolveLaunchEnv(const EnvLookup& lookup) {
 
   if (const char* hex = get("VIGIL_ROOT_INFO")) {
     env.root = RootInfo::decode(rootInfoFromHex(hex));
+    env.secretToken = true;
     return env;
   }
   // Address-based: rank 0 hosts the root at a well-known address.
@@ -138,6 +142,8 @@ LaunchEnv resolveLaunchEnv(const EnvLookup& lookup) {
     if (const char* v = get(var)) seed += cat("/", var, "=", v);
   }
   env.root.token = derivedToken(seed);
+  env.rootHost = host;
+  env.secretToken = get("VIGIL_JOB_TOKEN") != nullptr;
   env.hostsRoot = env.rank == 0;
   return env;
 }
@@ -151,15 +157,47 @@ RootInfo createRoot(const EnvConfig& env) {
   return info;
 }
 
-void hostRootAt(const RootInfo& root, const EnvConfig& env) {
-  // Listen on every address of the family: MASTER_ADDR may name this host by
-  // a name or address that differs from the interface vigil would pick.
-  SocketAddress any;
-  any.storage.ss_family = static_cast<sa_family_t>(root.address.family());
-  any.length = root.address.length;
-  any.setPort(root.address.port());
-  Listener listener = listenExact(any, "the rendezvous root");
-  startRootServer(std::move(listener), root.token, env.connectTimeoutMs);
+namespace {
+
+bool isLoopback(const SocketAddress& a) {
+  if (a.family() == AF_INET) {
+    return (ntohl(reinterpret_cast<const sockaddr_in&>(a.storage).sin_addr.s_addr) >> 24) == 127;
+  }
+  return a.family() == AF_INET6 && IN6_IS_ADDR_LOOPBACK(&reinterpret_cast<const sockaddr_in6&>(a.storage).sin6_addr);
+}
+
+}  // namespace
+
+void hostRootAt(const LaunchEnv& launch, const EnvConfig& env) {
+  // Not every interface: a root there takes hellos from any network the host
+  // is on. MASTER_ADDR names the address the ranks dial; a host name may
+  // resolve to 127.0.1.1 here and to the interface's address elsewhere, so
+  // the interface vigil uses is served too, unless the launch said loopback
+  // outright (then no other host can be in it).
+  const SocketAddress& named = launch.root.address;
+  const bool loopbackOnly = isLoopback(named) && (launch.rootHost == "localhost" || launch.rootHost == named.host());
+  std::vector<Listener> listeners;
+  Listener listener;
+  int namedErr = tryListenExact(named, listener);
+  if (namedErr == 0) listeners.push_back(std::move(listener));
+  // EADDRNOTAVAIL: the name is not one of this host's addresses (NAT, a VIP).
+  if (namedErr != 0 && namedErr != EADDRNOTAVAIL) listenExact(named, "the rendezvous root");  // throws, naming it
+  if (!loopbackOnly) {
+    SocketAddress chosen = selectInterfaceAddress(env.socketIfname);
+    chosen.setPort(named.port());
+    if (listeners.empty() || chosen.toString() != named.toString()) {
+      listeners.push_back(listenExact(chosen, "the rendezvous root"));
+    }
+  }
+  if (listeners.empty()) listenExact(named, "the rendezvous root");  // throws with the errno
+  std::string where;
+  for (const Listener& l : listeners) where += cat(where.empty() ? "" : " and ", l.address.toString());
+  VIGIL_LOG_AT(LogLevel::Info, -1, "rendezvous root listens on ", where,
+               launch.secretToken ? " (secret job token)"
+                                  : " (job token derived from the launch: claims must be confirmed; set "
+                                    "VIGIL_JOB_TOKEN for a secret one)");
+  startRootServer(std::move(listeners), launch.root.token, env.connectTimeoutMs,
+                  launch.secretToken ? ClaimPolicy::TrustToken : ClaimPolicy::ConfirmClaims);
 }
 
 }  // namespace vigil

@@ -1,8 +1,10 @@
 #include "bootstrap/rendezvous.hpp"
 
+#include <poll.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <fstream>
 
 #include "core/errors.hpp"
@@ -105,45 +107,77 @@ const std::string& localHostId() {
 
 std::vector<PeerInfo> rendezvous(const SocketAddress& root, const JobToken& token, const Hello& hello,
                                  Deadline deadline) {
-  std::string lastError;
-  Fd fd = connectWithRetry(root, deadline, -1, &lastError);
-  if (!fd) {
-    ErrorBuilder(Errc::BootRootUnreachable)
-        .rank(hello.rank, hello.nranks)
-        .op("init")
-        .cause("could not connect to the rendezvous root at ", root.toString(), " within ", hello.connectTimeoutMs,
-               " ms (last error: ", lastError, ")")
-        .raise();
-  }
   Preamble preamble;
   preamble.kind = static_cast<uint16_t>(ConnKind::Rendezvous);
   preamble.wireVersion = hello.wireVersion;
   preamble.token = token;
   preamble.rank = hello.rank;
   preamble.libVersion = hello.libVersion;
-  IoStatus st = sendAll(fd.get(), &preamble, sizeof preamble, deadline);
-  if (st == IoStatus::Done) st = sendMessage(fd.get(), hello.encode(), deadline);
-  if (st != IoStatus::Done) {
-    ErrorBuilder(Errc::BootRootFailed)
-        .rank(hello.rank, hello.nranks)
-        .op("init")
-        .cause("the rendezvous root at ", root.toString(), " closed the connection before accepting this rank's hello")
-        .raise();
-  }
+  const std::vector<uint8_t> helloBytes = hello.encode();
   // The root answers at its own deadline at the latest (it starts counting at
   // the first arrival, never later than ours); the grace covers clock skew
   // between its deadline and ours.
   Deadline replyDeadline(deadline.at() + std::chrono::seconds(5));
-  ReceivedMessage msg = recvMessage(fd.get(), maxReplyBytes(hello.nranks), replyDeadline);
+  auto rootGone = [&](const std::string& what) {
+    ErrorBuilder(Errc::BootRootFailed)
+        .rank(hello.rank, hello.nranks)
+        .op("init")
+        .cause("the rendezvous root at ", root.toString(), " ", what)
+        .raise();
+  };
+  // A root at its limit of unidentified connections closes the oldest to make
+  // room, maybe ours before it read the hello: then this rank connects again,
+  // with a backoff, as long as the root still accepts connections. A root
+  // that refuses them has gone, and that is said at once.
+  ReceivedMessage msg;
+  std::string lastError;
+  int backoffMs = 10;
+  int attempts = 0;
+  for (int attempt = 0;; ++attempt) {
+    ++attempts;
+    Fd fd = attempt == 0 ? connectWithRetry(root, deadline, -1, &lastError) : connectOnce(root, deadline, &lastError);
+    if (!fd && attempt == 0) {
+      ErrorBuilder(Errc::BootRootUnreachable)
+          .rank(hello.rank, hello.nranks)
+          .op("init")
+          .cause("could not connect to the rendezvous root at ", root.toString(), " within ", hello.connectTimeoutMs,
+                 " ms (last error: ", lastError, ")")
+          .raise();
+    }
+    if (!fd) {
+      rootGone(cat("closed this rank's connection before answering and refuses new ones (", lastError,
+                   "): did its process exit?"));
+    }
+    IoStatus st = sendAll(fd.get(), &preamble, sizeof preamble, deadline);
+    if (st == IoStatus::Done) st = sendMessage(fd.get(), helloBytes, deadline);
+    while (st == IoStatus::Done) {
+      msg = recvMessage(fd.get(), maxReplyBytes(hello.nranks), replyDeadline);
+      st = msg.status;
+      // A root that does not trust the token alone asks for a confirmation first.
+      if (st != IoStatus::Done || !RendezvousReply::isConfirmRequest(msg.payload)) break;
+      st = sendMessage(fd.get(), msg.payload, deadline);
+    }
+    msg.status = st;
+    if (st != IoStatus::Closed || deadline.expired()) break;
+    VIGIL_LOG_AT(LogLevel::Info, hello.rank, "the rendezvous root at ", root.toString(),
+                 " closed the connection before answering (attempt ", attempt + 1, "); connecting again");
+    pollfd none{-1, 0, 0};
+    ::poll(&none, 0, std::min(backoffMs, deadline.pollTimeoutMs()));  // backoff, not synchronisation
+    backoffMs = std::min(backoffMs * 2, 500);
+  }
   if (msg.status != IoStatus::Done) {
     const bool timedOut = msg.status == IoStatus::TimedOut;
-    ErrorBuilder(timedOut ? Errc::BootMissingRanks : Errc::BootRootFailed)
+    if (!timedOut && attempts > 1) {
+      rootGone(cat("closed this rank's connection before answering on each of ", attempts,
+                   " attempts until the connect timeout: it does not take this rank's hello (another job's "
+                   "token or root info? the root's log names the reason, VG-NET-004)"));
+    }
+    if (!timedOut) rootGone("closed the connection before answering (did its process exit?)");
+    ErrorBuilder(Errc::BootMissingRanks)
         .rank(hello.rank, hello.nranks)
         .op("init")
         .cause("the rendezvous root at ", root.toString(),
-               timedOut ? " gave no answer before the connect timeout; the ranks that arrived are "
-                          "unknown to this rank"
-                        : " closed the connection before answering (did its process exit?)")
+               " gave no answer before the connect timeout; the ranks that arrived are unknown to this rank")
         .raise();
   }
   RendezvousReply reply;

@@ -47,6 +47,13 @@ struct PeerInfo {
 // The root's answer: the table, or an error (stable format across versions:
 // u8 status=1, u32 result, string text).
 struct RendezvousReply {
+  // A message from the root that is not a reply: "confirm your claim"
+  // (u8 kConfirmRequest + 16-byte nonce). The rank sends it back unchanged.
+  static constexpr uint8_t kConfirmRequest = 2;
+  static bool isConfirmRequest(const std::vector<uint8_t>& bytes) {
+    return bytes.size() == 1 + sizeof(JobToken) && bytes[0] == kConfirmRequest;
+  }
+
   bool ok = false;
   vigilResult_t result = vigilSuccess;
   std::string errorText;

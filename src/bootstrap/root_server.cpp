@@ -5,6 +5,7 @@
 
 #include <atomic>
 #include <cerrno>
+#include <chrono>
 #include <list>
 #include <map>
 #include <memory>
@@ -20,17 +21,24 @@
 namespace vigil {
 namespace {
 
-// A connection that has not yet presented a valid preamble and hello.
+// A connection that has not yet presented a valid preamble and hello, or
+// (when claims must be confirmed) whose hello awaits its confirmation.
 struct Pending {
-  Pending(Fd f, std::string source, Deadline d) : fd(std::move(f)), from(std::move(source)), deadline(d) {}
+  Pending(Fd f, std::string source, Deadline d)
+      : fd(std::move(f)), from(std::move(source)), deadline(d), since(std::chrono::steady_clock::now()) {}
   Fd fd;
   std::string from;
   Deadline deadline;
+  std::chrono::steady_clock::time_point since;
   Preamble preamble{};
   size_t have = 0;  // bytes of the current stage
   uint32_t length = 0;
   enum class Stage { Preamble, Length, Payload } stage = Stage::Preamble;
   std::vector<uint8_t> payload;
+  // Set once the hello is read and a confirmation was asked for: the next
+  // message must echo `challenge`.
+  std::optional<Hello> claim;
+  std::vector<uint8_t> challenge;
 };
 
 struct Arrival {
@@ -43,35 +51,73 @@ constexpr int kPendingReadTimeoutMs = 10000;
 std::string versionText(uint32_t code) {
   return cat(code / 10000, ".", code / 100 % 100, ".", code % 100, " (", code, ")");
 }
-constexpr size_t kMaxPendingConnections = 4096;
+std::atomic<size_t> gMaxPendingForTesting{0};
+
+// Rejected strangers are logged one by one only up to here; a flood of them
+// becomes one summary line per interval.
+constexpr size_t kRejectionsLoggedInFull = 8;
+constexpr auto kRejectionSummaryInterval = std::chrono::seconds(10);
+// Refused claims named in the missing-rank report; more are counted.
+constexpr size_t kRefusalsReported = 4;
 
 class Rendezvous {
  public:
-  Rendezvous(Listener listener, JobToken token, int idleTimeoutMs, int stopFd)
-      : listener_(std::move(listener)), token_(token), stopFd_(stopFd), deadline_(Deadline::afterMs(idleTimeoutMs)) {}
+  Rendezvous(std::vector<Listener> listeners, JobToken token, int idleTimeoutMs, ClaimPolicy policy, int stopFd)
+      : listeners_(std::move(listeners)),
+        listener_(listeners_.front()),
+        token_(token),
+        policy_(policy),
+        stopFd_(stopFd),
+        deadline_(Deadline::afterMs(idleTimeoutMs)),
+        rejections_(LogLevel::Warn, kRejectionsLoggedInFull, kRejectionSummaryInterval),
+        claimRefusals_(LogLevel::Warn, kRejectionsLoggedInFull, kRejectionSummaryInterval) {
+    size_t limit = gMaxPendingForTesting.load();
+    maxPending_ = limit != 0 ? limit : kMaxPendingConnections;
+    rejections_.setSummary(
+        cat(errorId(Errc::NetRejected), ": rendezvous root at ", listener_.address.toString(), " closed"),
+        "connection(s) that did not identify as a rank of this job; the rendezvous goes on");
+    claimRefusals_.setSummary(
+        cat(errorId(Errc::BootClaimRefused), ": rendezvous root at ", listener_.address.toString(), " refused"),
+        "claim(s) of a rank; the rendezvous goes on");
+  }
 
   void run();
 
  private:
-  void acceptAll();
+  void acceptAll(const Listener& listener);
+  void evictOldestPending();
   // Returns false when the connection is finished (rejected or arrived).
   bool readPending(Pending& p);
   void reject(Pending& p, const std::string& why);
+  // Open policy: a claim that would fail the job if it were trusted is
+  // refused alone; the sender is told (errc, cause), the root logs it.
+  void refuseClaim(Pending& p, Errc errc, const std::string& cause);
+  // Open policy: asks the sender of `hello` to confirm; false if refused.
+  bool challenge(Pending& p, const Hello& hello);
   void arrive(Pending& p, Hello hello);
   std::optional<std::string> checkAgainstFirst(const Hello& hello) const;
   void fail(Errc errc, const std::string& cause, const std::string& remedy = {});
   void replyAll(const RendezvousReply& reply);
   void missingRanks();
   std::string describeArrivals() const;
+  std::string describeRefusals() const;  // refused and unconfirmed claims
+  std::string describeUnconfirmedClaims() const;
 
-  Listener listener_;
+  std::vector<Listener> listeners_;
+  const Listener& listener_;  // the first: named in messages
   JobToken token_;
+  ClaimPolicy policy_;
   int stopFd_;
   Deadline deadline_;
-  std::list<Pending> pending_;
+  size_t maxPending_;
+  RateLimitedLog rejections_;
+  RateLimitedLog claimRefusals_;    // apart: a flood of strangers must not hide them
+  std::list<Pending> pending_;      // oldest first
   std::map<int, Arrival> arrived_;  // by rank
   std::optional<Hello> first_;
   std::optional<RendezvousReply> verdict_;  // set once the outcome is known
+  std::vector<std::string> refusals_;       // the first refused claims, for the missing-rank report
+  size_t refusedClaims_ = 0;
   bool done_ = false;
 };
 
@@ -80,7 +126,7 @@ void Rendezvous::run() {
   while (!done_) {
     fds.clear();
     fds.push_back({stopFd_, POLLIN, 0});
-    fds.push_back({listener_.fd.get(), POLLIN, 0});
+    for (const Listener& l : listeners_) fds.push_back({l.fd.get(), POLLIN, 0});
     Deadline wake = deadline_;
     for (Pending& p : pending_) {
       fds.push_back({p.fd.get(), POLLIN, 0});
@@ -89,18 +135,34 @@ void Rendezvous::run() {
     int rc = ::poll(fds.data(), fds.size(), wake.pollTimeoutMs(1000));
     if (rc < 0 && errno != EINTR) break;
     if (fds[0].revents & POLLIN) return;  // process exit or test teardown
-    if (fds[1].revents & POLLIN) acceptAll();
-    size_t index = 2;
+    // The pending connections first: they pair with pending_ in order, and
+    // accepting may close the oldest of them.
+    const size_t firstPending = 1 + listeners_.size();
+    size_t index = firstPending;
     for (auto it = pending_.begin(); it != pending_.end() && index < fds.size(); ++index) {
       bool keep = true;
       if (fds[index].revents != 0) keep = readPending(*it);
       if (keep && it->deadline.expired()) {
-        reject(*it, "it sent no complete hello within 10 s");
+        reject(*it, it->claim ? cat("it claimed ", it->claim->where(),
+                                    " but did not confirm the claim within 10 s (a forged or replayed hello?)")
+                              : std::string("it sent no complete hello within 10 s"));
         keep = false;
       }
       it = keep ? std::next(it) : pending_.erase(it);
     }
-    if (done_) break;
+    if (done_) {
+      // Claims that never confirmed: someone tried to take a rank. Say so.
+      for (Pending& p : pending_) {
+        if (p.claim) {
+          reject(p, cat("it claimed ", p.claim->where(),
+                        " but never confirmed the claim; the rendezvous completed without it"));
+        }
+      }
+      break;
+    }
+    for (size_t i = 0; i < listeners_.size(); ++i) {
+      if (fds[1 + i].revents & POLLIN) acceptAll(listeners_[i]);
+    }
     if (deadline_.expired()) {
       if (!verdict_ && first_) missingRanks();
       break;  // a root nobody came to gives up quietly
@@ -108,29 +170,34 @@ void Rendezvous::run() {
   }
 }
 
-void Rendezvous::acceptAll() {
+void Rendezvous::acceptAll(const Listener& listener) {
   while (true) {
     sockaddr_storage from{};
     socklen_t len = sizeof from;
-    int fd = ::accept4(listener_.fd.get(), reinterpret_cast<sockaddr*>(&from), &len, SOCK_NONBLOCK | SOCK_CLOEXEC);
+    int fd = ::accept4(listener.fd.get(), reinterpret_cast<sockaddr*>(&from), &len, SOCK_NONBLOCK | SOCK_CLOEXEC);
     if (fd < 0) return;
     SocketAddress peer;
     std::memcpy(&peer.storage, &from, len);
     peer.length = len;
-    if (pending_.size() >= kMaxPendingConnections) {
-      ::close(fd);
-      VIGIL_LOG_AT(LogLevel::Warn, -1, errorId(Errc::NetRejected), ": rendezvous root at ",
-                   listener_.address.toString(), " refused ", peer.toString(), ": too many unidentified connections");
-      continue;
-    }
+    // Refusing the newcomer would let idle strangers lock every late rank
+    // out; the oldest stranger has had the longest to identify itself.
+    if (pending_.size() >= maxPending_) evictOldestPending();
     setTcpOptions(fd);
     pending_.emplace_back(Fd(fd), peer.toString(), Deadline::afterMs(kPendingReadTimeoutMs));
   }
 }
 
+void Rendezvous::evictOldestPending() {
+  Pending& oldest = pending_.front();
+  auto idleMs = std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - oldest.since);
+  reject(oldest, cat("it was the oldest of ", pending_.size(), " connections that had not identified themselves (",
+                     idleMs.count(), " ms without a complete hello); it makes room for a new one"));
+  pending_.pop_front();
+}
+
 void Rendezvous::reject(Pending& p, const std::string& why) {
-  VIGIL_LOG_AT(LogLevel::Warn, -1, errorId(Errc::NetRejected), ": rendezvous root at ", listener_.address.toString(),
-               " closed a connection from ", p.from, ": ", why, "; the rendezvous goes on");
+  rejections_.write(errorId(Errc::NetRejected), ": rendezvous root at ", listener_.address.toString(),
+                    " closed a connection from ", p.from, ": ", why, "; the rendezvous goes on");
   p.fd.reset();
 }
 
@@ -155,7 +222,8 @@ bool Rendezvous::readPending(Pending& p) {
     ssize_t n = want == 0 ? 0 : ::recv(p.fd.get(), target, want, 0);
     if (want != 0) {
       if (n == 0) {
-        reject(p, "it closed the connection before sending a complete hello");
+        reject(p, p.claim ? cat("it claimed ", p.claim->where(), " and closed the connection before confirming")
+                          : std::string("it closed the connection before sending a complete hello"));
         return false;
       }
       if (n < 0) {
@@ -188,21 +256,36 @@ bool Rendezvous::readPending(Pending& p) {
       p.stage = Pending::Stage::Payload;
       continue;
     }
+    if (p.claim) {
+      if (p.payload != p.challenge) {
+        reject(p, cat("it claimed ", p.claim->where(), " but answered the confirmation with other bytes"));
+        return false;
+      }
+      arrive(p, *p.claim);
+      return false;
+    }
     // A rank of another version is judged only now, with its hello read to
     // the end: closing a socket with unread bytes would reset it and lose
     // the verdict on the way to that rank.
     if (p.preamble.wireVersion != kWireVersion || p.preamble.libVersion != static_cast<uint32_t>(VIGIL_VERSION_CODE)) {
-      fail(Errc::BootVersionMismatch,
-           cat("rank ", p.preamble.rank, " (", p.from, ") runs vigil ", versionText(p.preamble.libVersion),
-               " with wire version ", p.preamble.wireVersion, ", but the rendezvous root runs vigil ",
-               versionText(VIGIL_VERSION_CODE), " with wire version ", kWireVersion,
-               first_ ? cat(" like ", first_->where()) : std::string()));
+      const std::string cause =
+          cat("rank ", p.preamble.rank, " (", p.from, ") runs vigil ", versionText(p.preamble.libVersion),
+              " with wire version ", p.preamble.wireVersion, ", but the rendezvous root runs vigil ",
+              versionText(VIGIL_VERSION_CODE), " with wire version ", kWireVersion,
+              first_ ? cat(" like ", first_->where()) : std::string());
+      if (policy_ == ClaimPolicy::ConfirmClaims) {
+        refuseClaim(p, Errc::BootVersionMismatch, cause);
+        return false;
+      }
+      fail(Errc::BootVersionMismatch, cause);
       // Tell this rank too, in the reply format every version understands.
       sendMessage(p.fd.get(), verdict_->encode(), Deadline::afterMs(2000));
       return false;
     }
     try {
-      arrive(p, Hello::decode(p.payload));
+      Hello hello = Hello::decode(p.payload);
+      if (policy_ == ClaimPolicy::ConfirmClaims) return challenge(p, hello);
+      arrive(p, std::move(hello));
     } catch (const WireFormatError& e) {
       reject(p, cat("its hello is malformed (", e.what(), ")"));
     } catch (const Error& e) {
@@ -231,6 +314,51 @@ std::optional<std::string> Rendezvous::checkAgainstFirst(const Hello& h) const {
   return diff;
 }
 
+void Rendezvous::refuseClaim(Pending& p, Errc errc, const std::string& cause) {
+  ErrorBuilder builder(errc);
+  Error error = builder.op("init").cause(cause).build();
+  RendezvousReply refusal;
+  refusal.result = error.result();
+  refusal.errorText = error.text();
+  sendMessage(p.fd.get(), refusal.encode(), Deadline::afterMs(2000));
+  const std::string what = cat("a claim from ", p.from, " (", error.text(), ")");
+  if (refusals_.size() < kRefusalsReported) refusals_.push_back(what);
+  ++refusedClaims_;
+  claimRefusals_.write(errorId(Errc::BootClaimRefused), ": rendezvous root at ", listener_.address.toString(),
+                       " refused ", what, "; the rendezvous goes on");
+  p.fd.reset();
+}
+
+bool Rendezvous::challenge(Pending& p, const Hello& hello) {
+  if (verdict_ || hello.nranks < 1 || hello.rank < 0 || hello.rank >= hello.nranks) {
+    arrive(p, hello);  // tells or rejects it at once
+    return false;
+  }
+  if (auto taken = arrived_.find(hello.rank); taken != arrived_.end()) {
+    refuseClaim(p, Errc::BootDuplicateRank,
+                cat("rank ", hello.rank, " was claimed by ", hello.where(), " from ", p.from, " but ",
+                    taken->second.hello.where(), " holds it already"));
+    return false;
+  }
+  // A hello costs nothing to forge where the token is derivable, and one
+  // that takes the rank of a real rank not yet here would fail the job. So
+  // a claim counts only once the sender confirms it: it echoes a fresh
+  // nonce, which a one-shot or replayed hello cannot. Until then it holds
+  // nothing, and the real rank's confirmed claim wins.
+  JobToken nonce = randomToken();
+  p.challenge.assign(1, RendezvousReply::kConfirmRequest);
+  p.challenge.insert(p.challenge.end(), nonce.begin(), nonce.end());
+  if (sendMessage(p.fd.get(), p.challenge, Deadline::afterMs(2000)) != IoStatus::Done) {
+    reject(p, cat("it claimed ", hello.where(), " and went away before confirming"));
+    return false;
+  }
+  p.claim = hello;
+  p.stage = Pending::Stage::Length;
+  p.have = 0;
+  p.deadline = Deadline::afterMs(kPendingReadTimeoutMs);
+  return true;
+}
+
 void Rendezvous::arrive(Pending& p, Hello hello) {
   if (verdict_) {
     // The outcome is already known (a failure): tell the late rank at once.
@@ -239,6 +367,13 @@ void Rendezvous::arrive(Pending& p, Hello hello) {
   }
   if (hello.nranks < 1 || hello.rank < 0 || hello.rank >= hello.nranks) {
     reject(p, cat("it claims rank ", hello.rank, " of ", hello.nranks));
+    return;
+  }
+  if (auto taken = arrived_.find(hello.rank); taken != arrived_.end() && policy_ == ClaimPolicy::ConfirmClaims) {
+    // Two confirmed claims: the first holds the rank, the second is told.
+    refuseClaim(p, Errc::BootDuplicateRank,
+                cat("rank ", hello.rank, " was claimed by ", hello.where(), " from ", p.from, " but ",
+                    taken->second.hello.where(), " holds it already"));
     return;
   }
   if (!first_) {
@@ -313,6 +448,27 @@ std::string Rendezvous::describeArrivals() const {
   return out;
 }
 
+std::string Rendezvous::describeRefusals() const {
+  if (refusals_.empty()) return describeUnconfirmedClaims();
+  std::string out = cat("; the root refused ", refusedClaims_, " claim(s): ");
+  for (size_t i = 0; i < refusals_.size(); ++i) out += cat(i ? "; " : "", refusals_[i]);
+  if (refusedClaims_ > refusals_.size()) out += cat("; and ", refusedClaims_ - refusals_.size(), " more");
+  return out + describeUnconfirmedClaims();
+}
+
+std::string Rendezvous::describeUnconfirmedClaims() const {
+  std::string out;
+  size_t shown = 0, total = 0;
+  for (const Pending& p : pending_) {
+    if (!p.claim) continue;
+    if (++total > kRefusalsReported) continue;
+    out += cat(shown++ ? ", " : "", p.claim->where(), " from ", p.from);
+  }
+  if (total == 0) return {};
+  if (total > shown) out += cat(" and ", total - shown, " more");
+  return cat("; claims not (yet) confirmed: ", out);
+}
+
 void Rendezvous::missingRanks() {
   std::vector<int> missing;
   for (int r = 0; r < first_->nranks; ++r) {
@@ -321,7 +477,7 @@ void Rendezvous::missingRanks() {
   fail(Errc::BootMissingRanks,
        cat("after ", first_->connectTimeoutMs, " ms only ", arrived_.size(), " of ", first_->nranks,
            " ranks reached the rendezvous root at ", listener_.address.toString(), "; arrived: ", describeArrivals(),
-           "; missing: ", joinRanks(missing)),
+           "; missing: ", joinRanks(missing), describeRefusals()),
        cat("start rank(s) ", joinRanks(missing),
            " or find why they did not arrive: do they use the same root info (VIGIL_ROOT_INFO, "
            "or MASTER_ADDR/MASTER_PORT = ",
@@ -360,14 +516,24 @@ RootRegistry& registry() {
 
 }  // namespace
 
+void setMaxPendingConnectionsForTesting(size_t limit) {
+  gMaxPendingForTesting.store(limit);
+}
+
 void startRootServer(Listener listener, const JobToken& token, int idleTimeoutMs) {
+  std::vector<Listener> listeners;
+  listeners.push_back(std::move(listener));
+  startRootServer(std::move(listeners), token, idleTimeoutMs, ClaimPolicy::TrustToken);
+}
+
+void startRootServer(std::vector<Listener> listeners, const JobToken& token, int idleTimeoutMs, ClaimPolicy policy) {
   auto root = std::make_unique<RootThread>();
   RootThread* self = root.get();
   std::lock_guard lock(registry().mutex);
   registry().reapFinished();
-  root->thread = std::thread([self, token, idleTimeoutMs, l = std::move(listener)]() mutable {
+  root->thread = std::thread([self, token, idleTimeoutMs, policy, l = std::move(listeners)]() mutable {
     {
-      Rendezvous rendezvous(std::move(l), token, idleTimeoutMs, self->stop.fd());
+      Rendezvous rendezvous(std::move(l), token, idleTimeoutMs, policy, self->stop.fd());
       rendezvous.run();
     }  // closes the listener and every connection before we say we are done
     self->finished.store(true);

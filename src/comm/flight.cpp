@@ -44,7 +44,9 @@ void Communicator::dumpAfterFailure(const Error& e) {
   const char* reason = e.result() == vigilTimeout    ? "timeout"
                        : e.result() == vigilMismatch ? "mismatch"
                        : e.result() == vigilAborted  ? "abort"
-                                                     : nullptr;
+                       // A peer died, left or reported an error: this rank's story is part of the picture.
+                       : e.result() == vigilRemoteError ? "peer"
+                                                        : nullptr;
   if (reason == nullptr || dumpDir_.empty() || dumped_.exchange(true)) return;
   try {
     dumpFlightRecorder({}, reason);

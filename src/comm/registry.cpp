@@ -6,6 +6,7 @@
 
 #include "bootstrap/root_server.hpp"
 #include "comm/communicator.hpp"
+#include "comm/dump_on_signal.hpp"
 
 namespace vigil {
 namespace {
@@ -34,6 +35,7 @@ void destroyAll(ByeReason reason, const std::string& error) {
 void onProcessExit() {
   destroyAll(ByeReason::ProcessExit, {});
   stopAllRootServers();
+  stopDumpOnSignal();
 }
 
 }  // namespace
@@ -51,10 +53,22 @@ void installExitHandler() {
 }
 
 void registerCommunicator(const std::shared_ptr<Communicator>& comm) {
+  {
+    std::lock_guard lock(registry().mutex);
+    // Drop entries of communicators already gone, so the list stays short.
+    registry().live.remove_if([](const std::weak_ptr<Communicator>& w) { return w.expired(); });
+    registry().live.push_back(comm);
+  }
+  installDumpOnSignal();
+}
+
+std::vector<std::shared_ptr<Communicator>> liveCommunicators() {
+  std::vector<std::shared_ptr<Communicator>> out;
   std::lock_guard lock(registry().mutex);
-  // Drop entries of communicators already gone, so the list stays short.
-  registry().live.remove_if([](const std::weak_ptr<Communicator>& w) { return w.expired(); });
-  registry().live.push_back(comm);
+  for (const auto& weak : registry().live) {
+    if (auto comm = weak.lock()) out.push_back(std::move(comm));
+  }
+  return out;
 }
 
 }  // namespace vigil

@@ -6,6 +6,7 @@
 
 #include <memory>
 #include <string>
+#include <vector>
 
 namespace vigil {
 
@@ -17,5 +18,7 @@ void registerCommunicator(const std::shared_ptr<Communicator>& comm);
 // telling the peers the process is exiting normally (error empty) or
 // because of the uncaught error described.
 void destroyAllForExit(const std::string& error);
+// The communicators not yet destroyed, kept alive while the caller holds them.
+std::vector<std::shared_ptr<Communicator>> liveCommunicators();
 
 }  // namespace vigil

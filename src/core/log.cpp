@@ -17,6 +17,11 @@ void Logger::configure(LogLevel level, std::string fileTemplate) {
   std::lock_guard lock(mutex_);
   level_.store(static_cast<int>(level), std::memory_order_relaxed);
   fileTemplate_ = std::move(fileTemplate);
+  // Files of the previous template are not written again.
+  for (auto& [rank, fd] : fdByRank_) {
+    if (fd != STDERR_FILENO) ::close(fd);
+  }
+  fdByRank_.clear();
 }
 
 int Logger::fdFor(int rank) {
@@ -58,6 +63,14 @@ void Logger::write(LogLevel level, int rank, std::string_view text) {
   // One write per line keeps lines whole when ranks share a file.
   ssize_t ignored = ::write(fd, line.data(), line.size());
   (void)ignored;
+}
+
+void RateLimitedLog::flush() {
+  nextSummary_ = std::chrono::steady_clock::now() + interval_;
+  if (suppressed_ == 0) return;
+  Logger::instance().write(level_, -1,
+                           cat(summaryPrefix_, " ", suppressed_, " more ", summaryNoun_, " (not logged one by one)"));
+  suppressed_ = 0;
 }
 
 }  // namespace vigil

@@ -3,6 +3,8 @@
 // is one relaxed atomic load, so disabled logging costs nothing on hot paths.
 
 #include <atomic>
+#include <chrono>
+#include <cstddef>
 #include <mutex>
 #include <string>
 #include <string_view>
@@ -39,5 +41,51 @@ class Logger {
       ::vigil::Logger::instance().write(level, rank, ::vigil::cat(__VA_ARGS__)); \
     }                                                                            \
   } while (0)
+
+// Bounds the lines of one repeated event that strangers can trigger at will
+// (a flood of bad connections): the first `burst` are logged in full, the
+// rest are counted and summarised at most once per `interval` and at flush().
+// Not thread-safe: one owner (e.g. the rendezvous root's thread) uses it.
+class RateLimitedLog {
+ public:
+  RateLimitedLog(LogLevel level, size_t burst, std::chrono::milliseconds interval)
+      : level_(level), burst_(burst), interval_(interval) {}
+  ~RateLimitedLog() { flush(); }
+  RateLimitedLog(const RateLimitedLog&) = delete;
+  RateLimitedLog& operator=(const RateLimitedLog&) = delete;
+
+  // What a summary line says before its count, e.g. "rendezvous root at 10.0.0.1:29500 closed".
+  void setSummary(std::string prefix, std::string noun) {
+    summaryPrefix_ = std::move(prefix);
+    summaryNoun_ = std::move(noun);
+  }
+
+  template <typename... Parts>
+  void write(const Parts&... parts) {
+    if (!Logger::instance().enabled(level_)) return;
+    if (logged_ < burst_) {
+      ++logged_;
+      Logger::instance().write(
+          level_, -1, cat(parts..., logged_ == burst_ ? " (further ones are counted, not logged one by one)" : ""));
+      return;
+    }
+    ++suppressed_;
+    auto now = std::chrono::steady_clock::now();
+    if (now >= nextSummary_) flush();
+  }
+
+  // Logs the count of the events not logged since the last summary, if any.
+  void flush();
+
+ private:
+  LogLevel level_;
+  size_t burst_;
+  std::chrono::milliseconds interval_;
+  size_t logged_ = 0;
+  size_t suppressed_ = 0;
+  std::chrono::steady_clock::time_point nextSummary_ = std::chrono::steady_clock::now() + interval_;
+  std::string summaryPrefix_ = "suppressed";
+  std::string summaryNoun_ = "similar events";
+};
 
 }  // namespace vigil

@@ -262,13 +262,20 @@ Listener listenInRange(const SocketAddress& address, PortRange range, const char
       .raise();
 }
 
+int tryListenExact(const SocketAddress& address, Listener& out) {
+  Listener attempt;
+  attempt.address = address;
+  attempt.fd = makeStreamSocket(address.family());
+  int one = 1;
+  setsockopt(attempt.fd.get(), SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+  if (int err = tryBindListen(attempt.fd.get(), attempt.address)) return err;
+  out = std::move(attempt);
+  return 0;
+}
+
 Listener listenExact(const SocketAddress& address, const char* what) {
   Listener out;
-  out.address = address;
-  out.fd = makeStreamSocket(address.family());
-  int one = 1;
-  setsockopt(out.fd.get(), SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
-  if (int err = tryBindListen(out.fd.get(), out.address)) {
+  if (int err = tryListenExact(address, out)) {
     ErrorBuilder(Errc::NetNoFreePort)
         .cause("cannot listen for ", what, " on ", address.toString(), ": ", errnoText(err))
         .remedy("choose a free port (MASTER_PORT / VIGIL_ROOT_ADDR) or stop the process holding ", address.port(),
@@ -293,24 +300,38 @@ IoStatus waitFd(int fd, short events, Deadline deadline, int wakeFd) {
   }
 }
 
+namespace {
+
+// One connect attempt: 0 and the connected socket, or the errno of the failure
+// (-1 when the wake fd fired).
+int tryConnect(const SocketAddress& address, Deadline deadline, int wakeFd, Fd& out) {
+  Fd fd = makeStreamSocket(address.family());
+  int rc = ::connect(fd.get(), reinterpret_cast<const sockaddr*>(&address.storage), address.length);
+  int err = rc == 0 ? 0 : errno;
+  if (err == EINPROGRESS) {
+    IoStatus st = waitFd(fd.get(), POLLOUT, deadline, wakeFd);
+    if (st == IoStatus::Woken) return -1;
+    if (st == IoStatus::TimedOut) {
+      err = ETIMEDOUT;
+    } else {
+      socklen_t len = sizeof err;
+      getsockopt(fd.get(), SOL_SOCKET, SO_ERROR, &err, &len);
+    }
+  }
+  if (err == 0) out = std::move(fd);
+  return err;
+}
+
+}  // namespace
+
 Fd connectWithRetry(const SocketAddress& address, Deadline deadline, int wakeFd, std::string* lastError) {
   // Back off between refused attempts (the listener may start later) without
   // sleeping: each pause is a poll on the wake fd, so abort cuts it short.
   int backoffMs = 10;
   while (!deadline.expired()) {
-    Fd fd = makeStreamSocket(address.family());
-    int rc = ::connect(fd.get(), reinterpret_cast<const sockaddr*>(&address.storage), address.length);
-    int err = rc == 0 ? 0 : errno;
-    if (err == EINPROGRESS) {
-      IoStatus st = waitFd(fd.get(), POLLOUT, deadline, wakeFd);
-      if (st == IoStatus::Woken) return Fd();
-      if (st == IoStatus::TimedOut) {
-        err = ETIMEDOUT;
-      } else {
-        socklen_t len = sizeof err;
-        getsockopt(fd.get(), SOL_SOCKET, SO_ERROR, &err, &len);
-      }
-    }
+    Fd fd;
+    int err = tryConnect(address, deadline, wakeFd, fd);
+    if (err < 0) return Fd();
     if (err == 0) return fd;
     if (lastError != nullptr) *lastError = errnoText(err);
     pollfd wake{wakeFd, POLLIN, 0};
@@ -320,6 +341,13 @@ Fd connectWithRetry(const SocketAddress& address, Deadline deadline, int wakeFd,
   }
   if (lastError != nullptr && lastError->empty()) *lastError = "deadline passed";
   return Fd();
+}
+
+Fd connectOnce(const SocketAddress& address, Deadline deadline, std::string* lastError) {
+  Fd fd;
+  int err = tryConnect(address, deadline, -1, fd);
+  if (err > 0 && lastError != nullptr) *lastError = errnoText(err);
+  return fd;
 }
 
 IoStatus sendAll(int fd, const void* data, size_t bytes, Deadline deadline, int wakeFd) {

@@ -52,6 +52,8 @@ struct Listener {
 Listener listenInRange(const SocketAddress& address, PortRange range, const char* what);
 // Binds exactly address:port (torchrun's MASTER_PORT). Throws VG-NET-001.
 Listener listenExact(const SocketAddress& address, const char* what);
+// The same without throwing: 0 and `out` set, or the errno of bind/listen.
+int tryListenExact(const SocketAddress& address, Listener& out);
 
 // Non-blocking socket with TCP_NODELAY, CLOEXEC.
 Fd makeStreamSocket(int family);
@@ -67,6 +69,8 @@ IoStatus waitFd(int fd, short events, Deadline deadline, int wakeFd = -1);
 // (the listener may not be up yet). Returns an invalid Fd on timeout and sets
 // lastError to the errno text of the last attempt.
 Fd connectWithRetry(const SocketAddress& address, Deadline deadline, int wakeFd, std::string* lastError);
+// One attempt: a refused connection is not retried (the listener is gone).
+Fd connectOnce(const SocketAddress& address, Deadline deadline, std::string* lastError);
 
 // Exchange exactly `bytes` bytes on a non-blocking socket, bounded by deadline.
 IoStatus sendAll(int fd, const void* data, size_t bytes, Deadline deadline, int wakeFd = -1);

@@ -4,8 +4,9 @@
 // launcher environment (VIGIL_ROOT_INFO, VIGIL_RANK, VIGIL_WORLD_SIZE).
 //
 //   vigil-test-rank loop --iters N --count C [--no-destroy]
-//                   [--leave-rank R --leave-iter I --how destroy|exit|abort|kill [--leave-gate]]
+//                   [--leave-rank R --leave-iter I --how destroy|exit|abort|kill|stop|stall [--leave-gate]]
 //   vigil-test-rank init-only
+// (stall: the rank stays alive, running and handling signals, but calls nothing more.)
 //
 // Output protocol (stdout, one line each, flushed):
 //   iter <i>                      before iteration i (0-based) starts
@@ -36,7 +37,7 @@ namespace {
   std::fprintf(stderr,
                "vigil-test-rank: %s\n"
                "usage: vigil-test-rank loop --iters N --count C [--no-destroy]\n"
-               "         [--leave-rank R --leave-iter I --how destroy|exit|abort|kill [--leave-gate]]\n"
+               "         [--leave-rank R --leave-iter I --how destroy|exit|abort|kill|stop|stall [--leave-gate]]\n"
                "       vigil-test-rank init-only\n",
                why);
   std::exit(2);
@@ -108,6 +109,9 @@ int loop(const LoopOptions& o) {
         vigilCommAbort(comm);
         std::exit(0);
       }
+      if (o.how == "stall") {
+        for (;;) pause();  // a signal handler (SIGUSR1's dump) runs, then it waits again
+      }
       if (o.how == "stop") {
         raise(SIGSTOP);  // alive but frozen, until the test kills it
         std::exit(0);
@@ -172,7 +176,8 @@ int main(int argc, char** argv) {
       o.leaveIter = parseLong("--leave-iter", value());
     } else if (a == "--how") {
       o.how = value();
-      if (o.how != "destroy" && o.how != "exit" && o.how != "abort" && o.how != "kill" && o.how != "stop") {
+      if (o.how != "destroy" && o.how != "exit" && o.how != "abort" && o.how != "kill" && o.how != "stop" &&
+          o.how != "stall") {
         usage(("bad --how '" + o.how + "'").c_str());
       }
     } else if (a == "--leave-gate") {

@@ -60,9 +60,12 @@ launch -n 4 sh -c 'head -c 200000 /dev/zero | od -An -v -tx1'
 check "no output is lost or torn (4 x 12500 lines)" \
   test "$(grep -cE '^\[[0-3]\] ( 00){16}$' <<<"$OUT")" -eq 50000
 
-# Ranks see the fds vigil-run was given, and none of its own (pipes, listener sockets).
-base=$(sh -c 'ls /proc/$$/fd' | sort -n | tr '\n' ' ')
-launch -n 2 sh -c 'ls /proc/$$/fd'
+# Ranks see the fds vigil-run was given, and none of its own (pipes, listener sockets)
+# but the pipe for their dump notices, named by VIGIL_DUMP_NOTIFY_FD.
+launch -n 2 sh -c 'ls /proc/$$/fd; echo "$VIGIL_DUMP_NOTIFY_FD"'
+notify=$(tail -1 <<<"$OUT" | cut -d' ' -f2)
+check "VIGIL_DUMP_NOTIFY_FD names an fd above stdio (got '$notify')" test "${notify:-0}" -gt 2
+base=$({ sh -c 'ls /proc/$$/fd'; echo "$notify"; } | sort -n | uniq | tr '\n' ' ')
 check "ranks inherit no extra fds (expected: $base)" \
   test "$(cut -d' ' -f2 <<<"$OUT" | sort -n | uniq | tr '\n' ' ')" = "$base"
 

@@ -1,17 +1,25 @@
 // The flight recorder end to end: a hang (rank 1 never enters seq 3) times
 // out on rank 0, which writes its dump to VIGIL_DUMP_DIR by itself; rank 1's
 // is written on demand; vigil-doctor merges them and names the rank behind.
+// SIGUSR1 makes the process write every live communicator's recorder.
 
+#include <fcntl.h>
 #include <gtest/gtest.h>
+#include <poll.h>
+#include <signal.h>
 #include <stdlib.h>
+#include <unistd.h>
 
 #include <array>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <future>
+#include <latch>
+#include <set>
 #include <sstream>
 
+#include "comm/dump_on_signal.hpp"
 #include "common/thread_ranks.hpp"
 
 namespace vigil::test {
@@ -89,6 +97,51 @@ TEST(FlightDumps, AnUnwritableDumpPathIsReported) {
     EXPECT_NE(text.find("VG-COMM-005"), std::string::npos) << text;
     EXPECT_NE(text.find("/nonexistent-dir/dump.json"), std::string::npos) << text;
   });
+}
+
+TEST(FlightDumps, SigusrOneWritesTheRecorderOfEveryLiveCommunicator) {
+  // The notice pipe vigil-run passes its ranks; read once, at the first init.
+  int notices[2];
+  ASSERT_EQ(pipe2(notices, O_CLOEXEC), 0);
+  setenv("VIGIL_DUMP_NOTIFY_FD", std::to_string(notices[1]).c_str(), 1);
+  auto nextNotice = [&] {
+    DumpNotice notice{-2, 0, -2};
+    pollfd p{notices[0], POLLIN, 0};
+    EXPECT_EQ(poll(&p, 1, 30000), 1) << "no dump notice within 30 s";
+    EXPECT_EQ(read(notices[0], &notice, sizeof notice), static_cast<ssize_t>(sizeof notice));
+    return notice;
+  };
+  std::latch initialised(3), dumped(3);
+  runRanks(3, [&](int rank, vigilComm_t comm) {
+    int x = rank;
+    EXPECT_EQ(vigilAllReduce(&x, &x, 1, vigilInt32, vigilSum, comm, nullptr), vigilSuccess);
+    initialised.arrive_and_wait();
+    if (rank == 0) {
+      DumpNotice installed = nextNotice();
+      EXPECT_EQ(installed.dumpsWritten, DumpNotice::kHandlerInstalled);
+      EXPECT_EQ(installed.pid, getpid());
+      EXPECT_EQ(installed.launcherRank, -1);  // no VIGIL_RANK: not under a launcher
+      ASSERT_EQ(kill(getpid(), SIGUSR1), 0);
+      DumpNotice round = nextNotice();
+      EXPECT_EQ(round.dumpsWritten, 3) << "one dump per live communicator";
+      EXPECT_EQ(round.pid, getpid());
+    }
+    dumped.arrive_and_wait();  // nobody destroys its communicator before the dumps are written
+  });
+  close(notices[0]);
+  close(notices[1]);
+  std::set<int> ranks;
+  for (const auto& entry : std::filesystem::directory_iterator(kDumpDir)) {
+    std::ifstream in(entry.path());
+    std::stringstream json;
+    json << in.rdbuf();
+    EXPECT_NE(json.str().find("\"reason\":\"signal\""), std::string::npos) << entry.path();
+    EXPECT_NE(json.str().find("\"last_completed_seq\":"), std::string::npos) << entry.path();
+    for (int r = 0; r < 3; ++r) {
+      if (entry.path().filename().string().ends_with("-rank" + std::to_string(r) + ".json")) ranks.insert(r);
+    }
+  }
+  EXPECT_EQ(ranks, (std::set<int>{0, 1, 2}));
 }
 
 }  // namespace

@@ -149,6 +149,10 @@ doctor dumps "$TMP"/c/*.json
 check "exit code 0 (got $RC)" test "$RC" -eq 0
 check "ranks present 0,1, missing 2" has "$OUT" "ranks present: 0,1; missing: 2"
 check "verdict says rank 2's dump is missing" has "$(verdict)" "rank 2's dump is missing"
+check "the verdict says it is partial, first" \
+  has "$(verdict)" "verdict: partial, rank 2's dump is missing: no divergence among the dumps present"
+check "the partial line names the world and the ranks present" \
+  has "$OUT" "partial: rank 2's dump is missing (of 3 ranks); the verdict covers only ranks 0,1 and a missing rank may be the culprit"
 [[ $FAILED -eq 0 ]] || show
 
 echo "== dumps (d): every rank waits in the same seq"

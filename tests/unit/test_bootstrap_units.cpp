@@ -4,12 +4,16 @@
 #include <gtest/gtest.h>
 #include <sys/socket.h>
 
+#include <cstdio>
+#include <fstream>
 #include <map>
+#include <sstream>
 #include <thread>
 
 #include "bootstrap/launch_env.hpp"
 #include "bootstrap/mesh.hpp"
 #include "bootstrap/root_info.hpp"
+#include "bootstrap/root_server.hpp"
 #include "core/errors.hpp"
 #include "vigil/vigil.h"
 
@@ -241,6 +245,50 @@ TEST(LaunchEnv, MissingOrMalformedVariablesAreNamed) {
   std::string badHost =
       fails({{"RANK", "0"}, {"WORLD_SIZE", "2"}, {"MASTER_ADDR", "no-such-host.invalid"}, {"MASTER_PORT", "1"}});
   EXPECT_EQ(badHost.rfind("VG-NET-005: ", 0), 0u) << badHost;
+}
+
+// /proc/net/tcp{,6} entries in state LISTEN on `port`: their local addresses, as the kernel writes them.
+std::vector<std::string> listenersOnPort(uint16_t port) {
+  std::vector<std::string> out;
+  char portHex[8];
+  std::snprintf(portHex, sizeof portHex, ":%04X", port);
+  for (const char* table : {"/proc/net/tcp", "/proc/net/tcp6"}) {
+    std::ifstream in(table);
+    std::string line;
+    std::getline(in, line);  // header
+    while (std::getline(in, line)) {
+      std::istringstream fields(line);
+      std::string slot, local, remote, state;
+      fields >> slot >> local >> remote >> state;
+      if (state == "0A" && local.size() > 5 && local.substr(local.size() - 5) == portHex) out.push_back(local);
+    }
+  }
+  return out;
+}
+
+TEST(LaunchEnv, TheRootOfAnAddressBasedLaunchListensOnTheNamedAddressNotEveryInterface) {
+  Listener probe = listenInRange(resolveAddress("127.0.0.1", 0), PortRange{}, "a port probe");
+  const uint16_t port = probe.address.port();
+  probe.fd.reset();
+  LaunchEnv env = launchFrom(
+      {{"MASTER_ADDR", "127.0.0.1"}, {"MASTER_PORT", std::to_string(port)}, {"RANK", "0"}, {"WORLD_SIZE", "2"}});
+  hostRootAt(env, processConfig());
+  // 127.0.0.1 as the kernel prints it; 00000000 would be every interface.
+  char expected[16];
+  std::snprintf(expected, sizeof expected, "0100007F:%04X", port);
+  EXPECT_EQ(listenersOnPort(port), std::vector<std::string>({expected}));
+  stopAllRootServers();
+}
+
+TEST(LaunchEnv, OnlyVigilJobTokenMakesTheDerivedTokenASecret) {
+  std::map<std::string, std::string> vars{
+      {"MASTER_ADDR", "127.0.0.1"}, {"MASTER_PORT", "29500"}, {"RANK", "1"}, {"WORLD_SIZE", "2"}};
+  LaunchEnv open = launchFrom(vars);
+  EXPECT_FALSE(open.secretToken);
+  vars["VIGIL_JOB_TOKEN"] = "s3cret";
+  LaunchEnv closed = launchFrom(vars);
+  EXPECT_TRUE(closed.secretToken);
+  EXPECT_NE(closed.root.token, open.root.token);
 }
 
 }  // namespace
