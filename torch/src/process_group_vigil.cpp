@@ -59,6 +59,7 @@ ProcessGroupVigil::ProcessGroupVigil(const c10::intrusive_ptr<c10d::Store>& stor
   config.connectTimeoutMs = timeoutMs >= kMinConnectTimeoutMs ? timeoutMs : -1;
   config.commName = commName_.c_str();
   comm_ = std::make_unique<vigil::Communicator>(size, vigil::RootInfo::fromString(rootText), rank, &config);
+  completions_ = std::make_unique<CompletionPool>();
   p2p_ = std::make_unique<PointToPoint>(store, "vigil-p2p/" + rootText, commName_, rank, timeoutMs);
   queue_ = std::make_unique<OpQueue>();
   sequenceNum_ = c10d::SequenceNum(0);
@@ -72,6 +73,7 @@ ProcessGroupVigil::~ProcessGroupVigil() {
   PyThreadState* python = Py_IsInitialized() && PyGILState_Check() ? PyEval_SaveThread() : nullptr;
   queue_.reset();  // runs what is queued: each operation ends by its deadline
   p2p_.reset();
+  completions_.reset();  // runs the callbacks of the last completions
   comm_.reset();
   if (python != nullptr) PyEval_RestoreThread(python);
 }
@@ -84,7 +86,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupVigil::launch(const char* op, WorkSpe
 c10::intrusive_ptr<c10d::Work> ProcessGroupVigil::launchOn(OpQueue& queue, const char* op, WorkSpec spec,
                                                            std::function<void()> body) {
   auto work = c10::make_intrusive<VigilWork>(site(op), spec.type, spec.title, spec.inputs, std::move(spec.outputs),
-                                             spec.sourceRank);
+                                             *completions_, spec.sourceRank);
   queue.push([work, body = std::move(body)] { work->run(body); });
   return work;
 }

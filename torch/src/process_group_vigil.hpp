@@ -14,6 +14,7 @@
 #include <torch/csrc/distributed/c10d/Store.hpp>
 #include <vector>
 
+#include "completion_pool.hpp"
 #include "errors.hpp"
 #include "op_queue.hpp"
 #include "point_to_point.hpp"
@@ -111,6 +112,8 @@ class ProcessGroupVigil final : public c10d::ProcessGroup {
   c10::intrusive_ptr<c10d::Store> store_;  // the group's; monitored_barrier meets there
   uint64_t monitoredBarriers_ = 0;         // how many this rank called: each has its own keys
   std::unique_ptr<vigil::Communicator> comm_;
+  // Completes the futures of the Works below: outlives their workers.
+  std::unique_ptr<CompletionPool> completions_;
   std::unique_ptr<PointToPoint> p2p_;
   std::unique_ptr<OpQueue> queue_;  // destroyed first: drains before the communicators go
 };

@@ -5,11 +5,12 @@
 namespace vigil::torchpg {
 
 VigilWork::VigilWork(OpSite site, c10d::OpType type, const char* profilingTitle, const std::vector<at::Tensor>& inputs,
-                     std::vector<at::Tensor> outputs, int sourceRank)
+                     std::vector<at::Tensor> outputs, CompletionPool& completions, int sourceRank)
     : c10d::Work(site.rank, type, profilingTitle, c10::optional<std::vector<at::Tensor>>(inputs)),
       site_(std::move(site)),
       outputs_(std::move(outputs)),
       sourceRank_(sourceRank),
+      completions_(completions),
       future_(c10::make_intrusive<c10::ivalue::Future>(c10::ListType::create(c10::TensorType::get()))) {}
 
 void VigilWork::run(const std::function<void()>& body) {
@@ -22,11 +23,13 @@ void VigilWork::run(const std::function<void()>& body) {
     failure = std::current_exception();
   }
   finish(failure);
-  if (failure) {
-    future_->setError(failure);
-  } else {
-    future_->markCompleted(c10::IValue(outputs_));
-  }
+  completions_.push([future = future_, outputs = outputs_, failure] {
+    if (failure) {
+      future->setError(failure);
+    } else {
+      future->markCompleted(c10::IValue(outputs));
+    }
+  });
 }
 
 bool VigilWork::wait(std::chrono::milliseconds timeout) {
@@ -43,6 +46,9 @@ bool VigilWork::wait(std::chrono::milliseconds timeout) {
           "it)");
   }
   if (exception_) std::rethrow_exception(exception_);
+  // The pool takes the future's completion at once (a thread of its own when
+  // the others run callbacks): get_future().value() is valid after wait().
+  future_->wait();
   return true;
 }
 

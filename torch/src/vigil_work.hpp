@@ -1,7 +1,10 @@
 #pragma once
 // The Work of one operation of the backend: completed by the worker thread
 // that ran the operation, with the operation's error (vigil's text) if it
-// failed. DDP waits on getFuture(); Python's Work.wait() on wait().
+// failed. DDP waits on getFuture(); Python's Work.wait() on wait(). The
+// future is completed on the group's completion pool, never on the worker:
+// completing it runs its callbacks, which may wait for later operations of
+// the same worker.
 
 #include <ATen/core/ivalue.h>
 
@@ -9,6 +12,7 @@
 #include <torch/csrc/distributed/c10d/Work.hpp>
 #include <vector>
 
+#include "completion_pool.hpp"
 #include "errors.hpp"
 
 namespace vigil::torchpg {
@@ -17,15 +21,17 @@ class VigilWork final : public c10d::Work {
  public:
   // `profilingTitle` must outlive the Work (the profiler keeps the pointer):
   // pass a string literal.
+  // `completions` must outlive the worker that runs this Work.
   VigilWork(OpSite site, c10d::OpType type, const char* profilingTitle, const std::vector<at::Tensor>& inputs,
-            std::vector<at::Tensor> outputs, int sourceRank = -1);
+            std::vector<at::Tensor> outputs, CompletionPool& completions, int sourceRank = -1);
 
   // Runs the operation (on the worker thread) and completes this Work with
-  // its outcome.
+  // its outcome; its future follows on the completion pool.
   void run(const std::function<void()>& body);
 
-  // Blocks until the operation completed; with a timeout, raises VG-OP-001
-  // when it runs out first (the operation goes on).
+  // Blocks until the operation completed and its future holds the outcome;
+  // with a timeout, raises VG-OP-001 when it runs out first (the operation
+  // goes on).
   bool wait(std::chrono::milliseconds timeout = kNoTimeout) override;
   std::vector<at::Tensor> result() override { return outputs_; }
   c10::intrusive_ptr<c10::ivalue::Future> getFuture() override { return future_; }
@@ -35,6 +41,7 @@ class VigilWork final : public c10d::Work {
   OpSite site_;
   std::vector<at::Tensor> outputs_;
   int sourceRank_;
+  CompletionPool& completions_;
   c10::intrusive_ptr<c10::ivalue::Future> future_;
 };
 
