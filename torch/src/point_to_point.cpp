@@ -57,7 +57,13 @@ PointToPoint::Channel& PointToPoint::channel(const OpSite& site, int peer, Direc
 }
 
 PointToPoint::Channel::Channel(const PointToPoint& owner, int peer, Direction direction, int tag)
-    : owner_(owner), peer_(peer), direction_(direction), tag_(tag) {
+    : owner_(owner),
+      peer_(peer),
+      direction_(direction),
+      tag_(tag),
+      queue_("the queue of this rank's " + std::string(direction == Direction::Send ? "sends to" : "receives from") +
+                 " rank " + std::to_string(peer) + " (tag " + std::to_string(tag) + ")",
+             std::chrono::milliseconds(owner.timeoutMs_)) {
   const int src = direction == Direction::Send ? owner.rank_ : peer;
   const int dst = direction == Direction::Send ? peer : owner.rank_;
   commName_ = owner.commName_ + "/p2p" + std::to_string(src) + "to" + std::to_string(dst);

@@ -80,6 +80,24 @@ class ProcessGroupVigil final : public c10d::ProcessGroup {
   c10::intrusive_ptr<c10d::Work> recv(std::vector<at::Tensor>& tensors, int srcRank, int tag) override;
   c10::intrusive_ptr<c10d::Work> recvAnysource(std::vector<at::Tensor>& tensors, int tag) override;
 
+  // A seam for tests: the group's queue runs nothing behind this job until
+  // release() (or the end of the returned handle), as if an operation ahead
+  // did not return.
+  class QueueHold {
+   public:
+    QueueHold() = default;
+    QueueHold(const QueueHold&) = delete;
+    QueueHold& operator=(const QueueHold&) = delete;
+    ~QueueHold() { release(); }
+    void release();
+
+   private:
+    friend class ProcessGroupVigil;
+    struct State;
+    std::shared_ptr<State> state_;
+  };
+  std::unique_ptr<QueueHold> holdQueueForTesting();
+
   void setSequenceNumberForGroup() override;
   uint64_t getSequenceNumberForGroup() override;
 

@@ -22,6 +22,14 @@ void VigilWork::run(const std::function<void()>& body) {
   } catch (...) {
     failure = std::current_exception();
   }
+  complete(failure);
+}
+
+void VigilWork::fail(std::exception_ptr error) {
+  complete(std::move(error));
+}
+
+void VigilWork::complete(std::exception_ptr failure) {
   finish(failure);
   completions_.push([future = future_, outputs = outputs_, failure] {
     if (failure) {

@@ -28,6 +28,8 @@ class VigilWork final : public c10d::Work {
   // Runs the operation (on the worker thread) and completes this Work with
   // its outcome; its future follows on the completion pool.
   void run(const std::function<void()>& body);
+  // Completes this Work with `error` without running it.
+  void fail(std::exception_ptr error);
 
   // Blocks until the operation completed and its future holds the outcome;
   // with a timeout, raises VG-OP-001 when it runs out first (the operation
@@ -36,8 +38,11 @@ class VigilWork final : public c10d::Work {
   std::vector<at::Tensor> result() override { return outputs_; }
   c10::intrusive_ptr<c10::ivalue::Future> getFuture() override { return future_; }
   int sourceRank() const override;
+  const OpSite& site() const { return site_; }
 
  private:
+  void complete(std::exception_ptr failure);
+
   OpSite site_;
   std::vector<at::Tensor> outputs_;
   int sourceRank_;

@@ -1,6 +1,7 @@
 """Future callbacks and the group's queue: a callback runs off the queue that
 runs the group's operations, so it may issue and wait for more operations of
-the same group (PowerSGD's comm hook does).
+the same group (PowerSGD's comm hook does), and an operation that waits in the
+queue longer than the group's timeout fails, naming what held the queue.
 """
 
 import time
@@ -42,3 +43,44 @@ def callback_waits_on_its_group(rank, world):
 def test_callback_waits_on_its_group():
     run_ranks(callback_waits_on_its_group, 2, deadline_s=60)
 
+
+def queued_op_never_starts(rank, world):
+    store = store_of()
+    group = dist.new_group(list(range(world)), timeout=timedelta(seconds=3))
+    if rank == 0:
+        # Something ahead of the allreduce does not return (a test seam stands
+        # in for it): the allreduce never starts, so its own deadline never runs.
+        hold = group._hold_queue_for_testing()
+        t = torch.ones(3)
+        queued_at = time.monotonic()
+        work = dist.all_reduce(t, group=group, async_op=True)
+        future = work.get_future()
+        with pytest.raises(RuntimeError) as failure:
+            work.wait()
+        waited = time.monotonic() - queued_at
+        assert 2.9 <= waited < 10, waited
+        text = str(failure.value)
+        assert text.startswith("VG-TORCH-004: rank 0/2 (comm '%s'): allreduce: " % group.comm_name), text
+        assert "waited 3000 ms (the process group's timeout) in the group's queue and never started" in text, text
+        assert "the operation ahead of it, _hold_queue_for_testing, has run for " in text, text
+        assert "Remedy: " in text, text
+        # Its future fails as well (DDP and callbacks wait there).
+        with pytest.raises(RuntimeError, match=r"^VG-TORCH-004: rank 0/2 .*allreduce: waited 3000 ms"):
+            future.wait()
+        assert work.is_completed() and not work.is_success()
+        # The group cannot go on: later operations fail at once, quoting why.
+        with pytest.raises(RuntimeError, match=r"^VG-COMM-002: rank 0/2 .*broadcast: .*VG-TORCH-004: "):
+            dist.broadcast(t, 0, group=group)
+        hold.release()
+        store.set("rank 0 saw the queue timeout", "1")
+    else:
+        # Rank 1 never calls the group's allreduce.
+        store.get("rank 0 saw the queue timeout")
+    # Other groups are not affected.
+    u = torch.ones(2)
+    dist.all_reduce(u)
+    assert_close(u, torch.full((2,), 2.0))
+
+
+def test_queued_op_fails_by_the_group_timeout():
+    run_ranks(queued_op_never_starts, 2, deadline_s=40)
