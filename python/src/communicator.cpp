@@ -57,8 +57,8 @@ StreamOwner::~StreamOwner() {
   if (stream_ != nullptr) vigilStreamDestroy(stream_);  // the worker drains and joins with the last holder
 }
 
-Work::Work(vigilEvent_t event, std::vector<py::object> keep, py::object result, Where where,
-           std::weak_ptr<Comm> owner, vigilComm_t comm)
+Work::Work(vigilEvent_t event, std::vector<py::object> keep, py::object result, Where where, std::weak_ptr<Comm> owner,
+           vigilComm_t comm)
     : event_(event),
       keep_(std::move(keep)),
       result_(std::move(result)),

@@ -100,8 +100,8 @@ class InterruptWatcher {
   void placeHandler() {
     struct sigaction current {};
     if (sigaction(SIGINT, nullptr, &current) != 0) return;
-    const bool function = (current.sa_flags & SA_SIGINFO) != 0 ||
-                          (current.sa_handler != SIG_DFL && current.sa_handler != SIG_IGN);
+    const bool function =
+        (current.sa_flags & SA_SIGINFO) != 0 || (current.sa_handler != SIG_DFL && current.sa_handler != SIG_IGN);
     if (!function || ((current.sa_flags & SA_SIGINFO) != 0 && current.sa_sigaction == &onSignal)) return;
     instance_ = this;
     python_ = current;  // onSignal is not installed now: nothing reads it
@@ -170,7 +170,7 @@ class InterruptWatcher {
   std::atomic<int> watched_ = 0;  // calls_.size(), for the signal handler
   struct sigaction python_ {};    // the handler onSignal runs after its own work
   bool started_ = false;
-  bool checking_ = false;        // the thread checks the handler every kCheckEveryMs
+  bool checking_ = false;  // the thread checks the handler every kCheckEveryMs
   bool callsSinceCheck_ = false;
   int readFd_ = -1;
   std::atomic<int> writeFd_ = -1;

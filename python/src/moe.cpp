@@ -237,9 +237,8 @@ MoeDispatch dispatch(Comm& comm, const py::object& x, const py::object& expertId
   }
   vigilMoeHandle_t handle = nullptr;
   std::vector<uint8_t> workspace(std::max<size_t>(bytes, 1));  // never NULL (VG-API-001)
-  const vigilResult_t rc = comm.interruptible(where.op, [&] {
-    return vigilMoeDispatch(&cfg, &call.args, workspace.data(), bytes, &handle, c, nullptr);
-  });
+  const vigilResult_t rc = comm.interruptible(
+      where.op, [&] { return vigilMoeDispatch(&cfg, &call.args, workspace.data(), bytes, &handle, c, nullptr); });
   check(rc, c);
   MoeDispatch result;
   result.handle = std::make_shared<MoeHandle>(handle, cfg, call.args.bs, call.recvRows);

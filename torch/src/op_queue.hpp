@@ -28,8 +28,8 @@ class OpQueue {
   using Clock = std::chrono::steady_clock;
 
   struct Job {
-    OpSite site;                                  // the operation, for the errors of a job that never runs
-    std::function<void()> run;                    // catches its own errors: it completes a Work
+    OpSite site;                                   // the operation, for the errors of a job that never runs
+    std::function<void()> run;                     // catches its own errors: it completes a Work
     std::function<void(std::exception_ptr)> fail;  // completes the Work with the error instead of running
   };
 
@@ -68,7 +68,7 @@ class OpQueue {
   std::string brokenBy_;  // the text of the error that broke the queue
   bool stopping_ = false;
   bool workerDone_ = false;
-  std::thread worker_;   // the threads last: they start on the fields above
+  std::thread worker_;  // the threads last: they start on the fields above
   std::thread watcher_;
 };
 
