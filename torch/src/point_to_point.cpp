@@ -86,6 +86,11 @@ c10::intrusive_ptr<c10d::Store> PointToPoint::Channel::rendezvousStore() const {
   return c10::make_intrusive<c10d::TCPStore>(owner_.tcpStoreAddress_->first, options);
 }
 
+void PointToPoint::Channel::abort() const {
+  // A handle stays valid after an abort or destroy: a second one only fails.
+  if (vigilComm_t comm = connected_.load()) vigilCommAbort(comm);
+}
+
 vigilComm_t PointToPoint::Channel::comm(const OpSite& site) {
   if (comm_) return comm_->get();
   if (connectError_) std::rethrow_exception(connectError_);
@@ -114,6 +119,7 @@ vigilComm_t PointToPoint::Channel::comm(const OpSite& site) {
     config.connectTimeoutMs = owner_.timeoutMs_;
     config.commName = commName_.c_str();
     comm_.emplace(2, root, direction_ == Direction::Send ? 0 : 1, &config);
+    connected_.store(comm_->get());
   } catch (...) {
     connectError_ = std::current_exception();
     throw;

@@ -82,13 +82,14 @@ ProcessGroupVigil::~ProcessGroupVigil() {
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupVigil::launch(const char* op, WorkSpec spec, std::function<void()> body) {
   sequenceNum_->increment();
-  return launchOn(*queue_, op, std::move(spec), std::move(body));
+  return launchOn(
+      *queue_, [comm = comm()] { vigilCommAbort(comm); }, op, std::move(spec), std::move(body));
 }
 
-c10::intrusive_ptr<c10d::Work> ProcessGroupVigil::launchOn(OpQueue& queue, const char* op, WorkSpec spec,
-                                                           std::function<void()> body) {
+c10::intrusive_ptr<c10d::Work> ProcessGroupVigil::launchOn(OpQueue& queue, std::function<void()> abortComm,
+                                                           const char* op, WorkSpec spec, std::function<void()> body) {
   auto work = c10::make_intrusive<VigilWork>(site(op), spec.type, spec.title, spec.inputs, std::move(spec.outputs),
-                                             *completions_, spec.sourceRank);
+                                             *completions_, std::move(abortComm), spec.sourceRank);
   queue.push(OpQueue::Job{work->site(), [work, body = std::move(body)] { work->run(body); },
                           [work](std::exception_ptr error) { work->fail(std::move(error)); }});
   return work;

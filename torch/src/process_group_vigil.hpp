@@ -117,7 +117,9 @@ class ProcessGroupVigil final : public c10d::ProcessGroup {
   // Queues `body` on the group's worker; the returned Work completes when
   // it returns, or fails with what it threw.
   c10::intrusive_ptr<c10d::Work> launch(const char* op, WorkSpec spec, std::function<void()> body);
-  c10::intrusive_ptr<c10d::Work> launchOn(OpQueue& queue, const char* op, WorkSpec spec, std::function<void()> body);
+  // `abortComm` aborts the communicator `body` runs on (Ctrl-C in Work.wait).
+  c10::intrusive_ptr<c10d::Work> launchOn(OpQueue& queue, std::function<void()> abortComm, const char* op,
+                                          WorkSpec spec, std::function<void()> body);
   // allreduce (SUM) of one sparse COO tensor (collectives.cpp).
   c10::intrusive_ptr<c10d::Work> sparseAllreduce(const OpSite& where, const at::Tensor& tensor,
                                                  std::vector<at::Tensor>& tensors, const c10d::AllreduceOptions& opts);
