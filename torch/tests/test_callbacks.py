@@ -84,3 +84,34 @@ def queued_op_never_starts(rank, world):
 
 def test_queued_op_fails_by_the_group_timeout():
     run_ranks(queued_op_never_starts, 2, deadline_s=40)
+
+
+def ddp_with_powersgd(rank, world):
+    # PowerSGD's DDP comm hook waits, inside future callbacks, for allreduces of the group.
+    from torch.distributed.algorithms.ddp_comm_hooks import powerSGD_hook as powersgd
+    from torch.nn.parallel import DistributedDataParallel as DDP
+
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(16, 32), torch.nn.ReLU(), torch.nn.Linear(32, 4))
+    ddp = DDP(model)
+    # From the 3rd step on, compressed: rank-1 approximations of the gradients.
+    state = powersgd.PowerSGDState(process_group=None, matrix_approximation_rank=1, start_powerSGD_iter=2,
+                                   min_compression_rate=0.5)
+    ddp.register_comm_hook(state, powersgd.powerSGD_hook)
+    optimizer = torch.optim.SGD(ddp.parameters(), lr=0.05)
+    data = torch.Generator().manual_seed(rank)
+    for _ in range(5):
+        optimizer.zero_grad()
+        x = torch.randn(8, 16, generator=data)
+        ddp(x).square().mean().backward()
+        optimizer.step()
+    # Every rank applied the same (compressed) gradients: the parameters agree.
+    flat = torch.cat([p.detach().reshape(-1) for p in model.parameters()])
+    everyone = [torch.empty_like(flat) for _ in range(world)]
+    dist.all_gather(everyone, flat)
+    for other in everyone:
+        assert_close(other, flat, rtol=0, atol=0)
+
+
+def test_ddp_with_powersgd_hook():
+    run_ranks(ddp_with_powersgd, 2, deadline_s=90)
