@@ -275,7 +275,8 @@ void Comm::abort() {
   vigilResult_t rc;
   {
     py::gil_scoped_release nogil;
-    rc = vigilCommAbort(comm);  // in-flight work returns vigilAborted within 1 s
+    // In-flight work returns vigilAborted within 1 s.
+    rc = vigilCommAbortWithReason(comm, "vigil.Communicator.abort() in Python");
     if (stream) vigilStreamSynchronize(stream->get());
   }
   pending_.clear();

@@ -149,7 +149,7 @@ class InterruptWatcher {
           if (call->interrupted_.exchange(true)) continue;
           // Under the mutex: the call cannot return past remove() (and its
           // communicator be closed) while this aborts it. Returns within 1 s.
-          for (vigilComm_t comm : call->comms_) vigilCommAbort(comm);
+          for (vigilComm_t comm : call->comms_) vigilCommAbortWithReason(comm, kInterruptedReason);
         }
       }
       if (n == 0) {  // a check is due

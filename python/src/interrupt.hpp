@@ -25,6 +25,10 @@ namespace vigil::python {
 // last error for `comm`).
 std::string interruptedCallText(vigilResult_t rc, vigilComm_t comm);
 
+// What the peers of an interrupted call hear: "rank 0 aborted the
+// communicator (KeyboardInterrupt: SIGINT in Python)".
+inline constexpr const char* kInterruptedReason = "KeyboardInterrupt: SIGINT in Python";
+
 class InterruptibleCall {
  public:
   // With the GIL held, just before it is released for the call: runs the

@@ -56,13 +56,14 @@ def test_ctrl_c_aborts_a_blocked_call_and_raises_keyboard_interrupt():
         note = "\n".join(report["notes"])
         assert note.startswith("vigil: rank 0/2: all_reduce was interrupted (SIGINT): this rank aborted the "
                                "communicator and its peers were told. The call returned: VG-COMM-001: "), note
+        assert "the communicator was aborted (KeyboardInterrupt: SIGINT in Python) while this operation waited" in note
         assert report["after"] == "VG-API-007", report  # the communicator is closed
 
         ranks[1].process.stdin.write("go\n")
         ranks[1].process.stdin.flush()
         peer = json.loads(ranks[1].next_line(60))
         assert peer["error_id"] == "VG-PEER-003", peer
-        assert "rank 0 aborted the communicator" in peer["text"], peer
+        assert "rank 0 aborted the communicator (KeyboardInterrupt: SIGINT in Python)" in peer["text"], peer
         assert peer["seconds"] < 10, peer
         for rank in ranks:
             assert rank.process.wait(timeout=60) == 0, rank.process.stderr.read()

@@ -215,7 +215,7 @@ void Communicator::failOp(const ExchangeFault& f) {
       if (s == State::Aborted || s == State::Destroyed) {
         Error e = error(Errc::CommAborted)
                       .op(currentLabel_, seq)
-                      .cause("the communicator was ", s == State::Aborted ? "aborted (vigilCommAbort)" : "destroyed",
+                      .cause("the communicator was ", s == State::Aborted ? "aborted (" + abortReason_ + ")" : "destroyed",
                              " while this operation waited")
                       .build();
         throw poisonWith(e, false);

@@ -25,6 +25,10 @@ inline constexpr const char* kSparseMismatch = "VG-TORCH-003";  // ranks' sparse
 inline constexpr const char* kQueueTimeout = "VG-TORCH-004";    // an operation never started within the timeout
 }  // namespace ids
 
+// What the peers of a Work.wait() that Ctrl-C interrupted hear: "rank 0
+// aborted the communicator (KeyboardInterrupt: SIGINT in Python)".
+inline constexpr const char* kInterruptedReason = "KeyboardInterrupt: SIGINT in Python";
+
 // Where an error happened: this rank of the group, the group's communicator
 // and the operation.
 struct OpSite {

@@ -88,7 +88,7 @@ c10::intrusive_ptr<c10d::Store> PointToPoint::Channel::rendezvousStore() const {
 
 void PointToPoint::Channel::abort() const {
   // A handle stays valid after an abort or destroy: a second one only fails.
-  if (vigilComm_t comm = connected_.load()) vigilCommAbort(comm);
+  if (vigilComm_t comm = connected_.load()) vigilCommAbortWithReason(comm, kInterruptedReason);
 }
 
 vigilComm_t PointToPoint::Channel::comm(const OpSite& site) {

@@ -45,7 +45,7 @@ class PointToPoint {
     // The other end's rank inside the channel's communicator.
     int peerInChannel() const { return direction_ == Direction::Send ? 1 : 0; }
     OpQueue& queue() { return queue_; }
-    // Aborts the communicator, if connected (any thread; Ctrl-C in Work.wait).
+    // Aborts the communicator, if connected, for Ctrl-C in Work.wait() (any thread).
     void abort() const;
 
    private:

@@ -83,7 +83,7 @@ ProcessGroupVigil::~ProcessGroupVigil() {
 c10::intrusive_ptr<c10d::Work> ProcessGroupVigil::launch(const char* op, WorkSpec spec, std::function<void()> body) {
   sequenceNum_->increment();
   return launchOn(
-      *queue_, [comm = comm()] { vigilCommAbort(comm); }, op, std::move(spec), std::move(body));
+      *queue_, [comm = comm()] { vigilCommAbortWithReason(comm, kInterruptedReason); }, op, std::move(spec), std::move(body));
 }
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupVigil::launchOn(OpQueue& queue, std::function<void()> abortComm,
