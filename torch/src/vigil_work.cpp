@@ -77,7 +77,8 @@ bool VigilWork::wait(std::chrono::milliseconds timeout) {
 }
 
 void VigilWork::raiseIfSignalled() {
-  if (!Py_IsInitialized()) return;
+  // Taking the GIL while the interpreter shuts down would end this thread.
+  if (!Py_IsInitialized() || _Py_IsFinalizing()) return;
   PyGILState_STATE gil = PyGILState_Ensure();
   if (PyErr_CheckSignals() == 0) {  // nothing pending, or not Python's main thread
     PyGILState_Release(gil);
