@@ -82,8 +82,8 @@ ProcessGroupVigil::~ProcessGroupVigil() {
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupVigil::launch(const char* op, WorkSpec spec, std::function<void()> body) {
   sequenceNum_->increment();
-  return launchOn(
-      *queue_, [comm = comm()] { vigilCommAbortWithReason(comm, kInterruptedReason); }, op, std::move(spec), std::move(body));
+  auto abortComm = [comm = comm()] { vigilCommAbortWithReason(comm, kInterruptedReason); };
+  return launchOn(*queue_, std::move(abortComm), op, std::move(spec), std::move(body));
 }
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupVigil::launchOn(OpQueue& queue, std::function<void()> abortComm,
