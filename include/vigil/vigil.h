@@ -126,6 +126,10 @@ VIGIL_API vigilResult_t vigilCommDestroy(vigilComm_t comm);  /* local: join thre
 /* local: cancel in-flight work, return within 1 s, then free. Safe to call from
    another thread while ops on this comm are blocked: they return vigilAborted first. */
 VIGIL_API vigilResult_t vigilCommAbort(vigilComm_t comm);
+/* vigilCommAbort, naming why: this rank's blocked operations and the peers
+   report "rank 2 aborted the communicator (<reason>)" instead of
+   "(vigilCommAbort)". NULL or "" = vigilCommAbort; at most 200 bytes are kept. */
+VIGIL_API vigilResult_t vigilCommAbortWithReason(vigilComm_t comm, const char* reason);
 
 /* Writes this rank's flight recorder (the last VIGIL_FLIGHT_RECORDER operations:
    seq, op, dtype, count, root/peers, stream, state, timestamps, error) as JSON

@@ -18,6 +18,7 @@ namespace {
 struct GroupState {
   int depth = 0;
   std::vector<py::object>* keep = nullptr;
+  std::vector<std::weak_ptr<Comm>>* comms = nullptr;
 };
 thread_local GroupState groupState;
 
@@ -56,18 +57,30 @@ StreamOwner::~StreamOwner() {
   if (stream_ != nullptr) vigilStreamDestroy(stream_);  // the worker drains and joins with the last holder
 }
 
-Work::Work(vigilEvent_t event, std::vector<py::object> keep, py::object result, std::string op)
-    : event_(event), keep_(std::move(keep)), result_(std::move(result)), op_(std::move(op)) {}
+Work::Work(vigilEvent_t event, std::vector<py::object> keep, py::object result, Where where, std::weak_ptr<Comm> owner,
+           vigilComm_t comm)
+    : event_(event),
+      keep_(std::move(keep)),
+      result_(std::move(result)),
+      where_(std::move(where)),
+      owner_(std::move(owner)),
+      comm_(comm) {}
 
 Work::~Work() {
   vigilEventDestroy(event_);
 }
 
 py::object Work::wait() {
+  InterruptibleCall watch({comm_});
   vigilResult_t rc;
   {
     py::gil_scoped_release nogil;
     rc = vigilEventSynchronize(event_);
+  }
+  if (watch.interrupted()) {
+    const std::string text = interruptedCallText(rc, nullptr);
+    if (std::shared_ptr<Comm> owner = owner_.lock()) owner->forgetAborted();
+    watch.raiseInterrupted(where_, rc, text);
   }
   check(rc, nullptr);
   return result_;
@@ -149,17 +162,15 @@ py::object Comm::issue(const std::string& op, bool asyncOp, std::vector<py::obje
       refuse("VG-PY-002", where(op), "async_op=True inside vigil.group()",
              "issue the operations of a group without async_op; the group runs them as one batch when it ends");
     }
-    drain();
-    {
-      py::gil_scoped_release nogil;
-      rc = call(comm, nullptr);
-    }
+    drain(op);
+    rc = interruptible(op, [&] { return call(comm, nullptr); });
     check(rc, comm);
     if (groupOpen()) {
       // Queued, not run: the batch runs at the end of the outermost group.
       keep.push_back(result);
       if (groupState.keep != nullptr) {
         for (py::object& array : keep) groupState.keep->push_back(std::move(array));
+        groupState.comms->push_back(weak_from_this());
       }
     }
     return result;
@@ -169,7 +180,8 @@ py::object Comm::issue(const std::string& op, bool asyncOp, std::vector<py::obje
   std::shared_ptr<StreamOwner> stream = stream_;
   vigilEvent_t event = nullptr;
   check(vigilEventCreate(&event), nullptr);
-  auto work = std::make_shared<Work>(event, std::move(keep), result, op);  // owns the event from here
+  // The Work owns the event from here.
+  auto work = std::make_shared<Work>(event, std::move(keep), result, where(op), weak_from_this(), comm);
   vigilResult_t recorded = vigilSuccess;
   {
     py::gil_scoped_release nogil;
@@ -182,14 +194,22 @@ py::object Comm::issue(const std::string& op, bool asyncOp, std::vector<py::obje
   return py::cast(work);
 }
 
-void Comm::drain() {
+void Comm::drain(const std::string& op) {
   if (pending_.empty()) return;
   std::shared_ptr<StreamOwner> stream = stream_;
-  {
-    py::gil_scoped_release nogil;
-    vigilStreamSynchronize(stream->get());  // a failure is the Work's to raise, and broke the communicator anyway
-  }
+  // A failure is the Work's to raise, and broke the communicator anyway.
+  interruptible(op, [&] { return vigilStreamSynchronize(stream->get()); });
   prune();
+}
+
+void Comm::forgetAborted() {
+  if (std::exchange(comm_, nullptr) == nullptr) return;
+  std::shared_ptr<StreamOwner> stream = std::move(stream_);
+  if (stream) {
+    py::gil_scoped_release nogil;
+    vigilStreamSynchronize(stream->get());  // its operations fail at once now
+  }
+  pending_.clear();
 }
 
 void Comm::prune() {
@@ -198,13 +218,9 @@ void Comm::prune() {
 
 std::shared_ptr<Comm> Comm::split(int color, int key) {
   vigilComm_t comm = handle("split");
-  drain();
+  drain("split");
   vigilComm_t child = nullptr;
-  vigilResult_t rc;
-  {
-    py::gil_scoped_release nogil;
-    rc = vigilCommSplit(comm, color, key, &child);
-  }
+  const vigilResult_t rc = interruptible("split", [&] { return vigilCommSplit(comm, color, key, &child); });
   check(rc, comm);
   if (child == nullptr) return nullptr;
   return std::make_shared<Comm>(child, name_.empty() ? std::string() : name_ + "/" + std::to_string(color));
@@ -233,12 +249,8 @@ void Comm::dumpFlightRecorder(const py::object& path) {
 
 void Comm::finalize() {
   vigilComm_t comm = handle("finalize");
-  drain();
-  vigilResult_t rc;
-  {
-    py::gil_scoped_release nogil;
-    rc = vigilCommFinalize(comm);
-  }
+  drain("finalize");
+  const vigilResult_t rc = interruptible("finalize", [&] { return vigilCommFinalize(comm); });
   check(rc, comm);
 }
 
@@ -263,7 +275,8 @@ void Comm::abort() {
   vigilResult_t rc;
   {
     py::gil_scoped_release nogil;
-    rc = vigilCommAbort(comm);  // in-flight work returns vigilAborted within 1 s
+    // In-flight work returns vigilAborted within 1 s.
+    rc = vigilCommAbortWithReason(comm, "vigil.Communicator.abort() in Python");
     if (stream) vigilStreamSynchronize(stream->get());
   }
   pending_.clear();
@@ -279,7 +292,10 @@ bool groupOpen() {
 Group::~Group() {
   // Entered and never exited (__enter__ called by hand): stop pointing at the
   // arrays about to be freed. The C group stays open on this thread.
-  if (entered_ && outermost_ && groupState.keep == &keep_) groupState.keep = nullptr;
+  if (entered_ && outermost_ && groupState.keep == &keep_) {
+    groupState.keep = nullptr;
+    groupState.comms = nullptr;
+  }
 }
 
 void Group::enter() {
@@ -290,20 +306,42 @@ void Group::enter() {
   check(vigilGroupStart(), nullptr);
   entered_ = true;
   outermost_ = groupState.depth++ == 0;
-  if (outermost_) groupState.keep = &keep_;
+  if (outermost_) {
+    groupState.keep = &keep_;
+    groupState.comms = &comms_;
+  }
 }
 
 void Group::exit(const py::object& excType) {
   if (!entered_) return;
   entered_ = false;
+  std::vector<std::shared_ptr<Comm>> comms;
+  std::vector<vigilComm_t> handles;
+  for (const std::weak_ptr<Comm>& weak : comms_) {
+    std::shared_ptr<Comm> comm = weak.lock();
+    if (!comm || comm->closed() || std::find(comms.begin(), comms.end(), comm) != comms.end()) continue;
+    handles.push_back(comm->handle("group"));
+    comms.push_back(std::move(comm));
+  }
+  // The group must end on the C side whatever is pending: handlers run after it.
+  InterruptibleCall watch(std::move(handles), false);
   vigilResult_t rc;
   {
     py::gil_scoped_release nogil;
     rc = vigilGroupEnd();  // the outermost end runs the batch
   }
   --groupState.depth;
-  if (outermost_) groupState.keep = nullptr;
+  if (outermost_) {
+    groupState.keep = nullptr;
+    groupState.comms = nullptr;
+  }
   keep_.clear();  // the batch completed: its arrays may go
+  comms_.clear();
+  if (watch.interrupted()) {
+    const std::string text = interruptedCallText(rc, nullptr);
+    for (const std::shared_ptr<Comm>& comm : comms) comm->forgetAborted();
+    watch.raiseInterrupted(Where{-1, 0, "group"}, rc, text);
+  }
   // An exception already leaving the with-block wins over the batch's error.
   if (excType.is_none()) check(rc, nullptr);
 }

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "errors.hpp"
+#include "interrupt.hpp"
 #include "vigil/vigil.h"
 
 namespace vigil::python {
@@ -33,9 +34,11 @@ class StreamOwner {
 // the operation reads and writes until it is destroyed, and the communicator
 // holds it until the operation completed, so no buffer is freed while the
 // stream's worker uses it.
+class Comm;
 class Work {
  public:
-  Work(vigilEvent_t event, std::vector<pybind11::object> keep, pybind11::object result, std::string op);
+  Work(vigilEvent_t event, std::vector<pybind11::object> keep, pybind11::object result, Where where,
+       std::weak_ptr<Comm> owner, vigilComm_t comm);
   ~Work();
   Work(const Work&) = delete;
   Work& operator=(const Work&) = delete;
@@ -44,13 +47,15 @@ class Work {
   bool isCompleted();
   // Completed, without raising (the error is for wait()).
   bool reached() const;
-  const std::string& op() const { return op_; }
+  const std::string& op() const { return where_.op; }
 
  private:
   vigilEvent_t event_;
   std::vector<pybind11::object> keep_;
   pybind11::object result_;
-  std::string op_;
+  Where where_;
+  std::weak_ptr<Comm> owner_;  // told when Ctrl-C aborted the communicator in wait()
+  vigilComm_t comm_;
 };
 
 struct InitOptions {
@@ -65,7 +70,7 @@ struct InitOptions {
 // The C call of one operation, given the communicator and the stream (NULL: blocking).
 using OpCall = std::function<vigilResult_t(vigilComm_t, vigilStream_t)>;
 
-class Comm {
+class Comm : public std::enable_shared_from_this<Comm> {
  public:
   Comm(vigilComm_t comm, std::string name);
   ~Comm();
@@ -91,7 +96,28 @@ class Comm {
                          pybind11::object result, const OpCall& call);
   // Waits for this communicator's async operations (so that a blocking call
   // after them runs after them on every rank).
-  void drain();
+  void drain(const std::string& op);
+
+  // Runs `call`, a vigil call on this communicator that may wait, without the
+  // GIL and watched for Ctrl-C (interrupt.hpp): a SIGINT aborts this
+  // communicator and raises KeyboardInterrupt here.
+  template <class Call>
+  vigilResult_t interruptible(const std::string& op, Call&& call) {
+    InterruptibleCall watch({comm_});
+    vigilResult_t rc;
+    {
+      pybind11::gil_scoped_release nogil;
+      rc = call();
+    }
+    if (watch.interrupted()) {
+      const std::string text = interruptedCallText(rc, comm_);
+      forgetAborted();
+      watch.raiseInterrupted(where(op), rc, text);
+    }
+    return rc;
+  }
+  // The communicator was aborted under this object (Ctrl-C): it is closed.
+  void forgetAborted();
 
   std::shared_ptr<Comm> split(int color, int key);
   pybind11::object asyncError();
@@ -125,6 +151,7 @@ class Group {
 
  private:
   std::vector<pybind11::object> keep_;
+  std::vector<std::weak_ptr<Comm>> comms_;  // of the operations issued inside: Ctrl-C aborts them
   bool entered_ = false;
   bool outermost_ = false;
 };

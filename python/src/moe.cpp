@@ -218,7 +218,7 @@ MoeDispatch dispatch(Comm& comm, const py::object& x, const py::object& expertId
   const Where where = comm.where("moe_dispatch");
   vigilComm_t c = comm.handle(where.op);
   const vigilMoeConfig cfg = config.resolve(comm.size(), comm.rank());
-  comm.drain();
+  comm.drain(where.op);
   DispatchCall call;
   size_t bytes = 0;
   try {
@@ -228,12 +228,9 @@ MoeDispatch dispatch(Comm& comm, const py::object& x, const py::object& expertId
     refusedTogether(refusal, false, c);
   }
   vigilMoeHandle_t handle = nullptr;
-  vigilResult_t rc;
-  {
-    py::gil_scoped_release nogil;
-    std::vector<uint8_t> workspace(std::max<size_t>(bytes, 1));  // never NULL (VG-API-001)
-    rc = vigilMoeDispatch(&cfg, &call.args, workspace.data(), bytes, &handle, c, nullptr);
-  }
+  std::vector<uint8_t> workspace(std::max<size_t>(bytes, 1));  // never NULL (VG-API-001)
+  const vigilResult_t rc = comm.interruptible(
+      where.op, [&] { return vigilMoeDispatch(&cfg, &call.args, workspace.data(), bytes, &handle, c, nullptr); });
   check(rc, c);
   MoeDispatch result;
   result.handle = std::make_shared<MoeHandle>(handle, cfg, call.args.bs, call.recvRows);
@@ -261,7 +258,7 @@ py::array combine(Comm& comm, const py::object& handleOrDispatch, const py::obje
                   const py::object& dtype) {
   const Where where = comm.where("moe_combine");
   vigilComm_t c = comm.handle(where.op);
-  comm.drain();
+  comm.drain(where.op);
   vigilMoeConfig cfg{};
   cfg.size = sizeof(cfg);
   vigilMoeHandle_t handle = nullptr;
@@ -294,12 +291,9 @@ py::array combine(Comm& comm, const py::object& handleOrDispatch, const py::obje
   } catch (const CallError& refusal) {
     refusedTogether(refusal, true, c);
   }
-  vigilResult_t rc;
-  {
-    py::gil_scoped_release nogil;
-    std::vector<uint8_t> workspace(std::max<size_t>(bytes, 1));
-    rc = vigilMoeCombine(&cfg, handle, &args, workspace.data(), bytes, c, nullptr);
-  }
+  std::vector<uint8_t> workspace(std::max<size_t>(bytes, 1));
+  const vigilResult_t rc = comm.interruptible(
+      where.op, [&] { return vigilMoeCombine(&cfg, handle, &args, workspace.data(), bytes, c, nullptr); });
   check(rc, c);
   return result;
 }

@@ -7,6 +7,7 @@ import json
 import os
 import signal
 import sys
+import time
 
 import numpy as np
 
@@ -47,11 +48,41 @@ def peer_ends(comm, how):
     return {"error_id": None}
 
 
+def interrupted(comm):
+    # Rank 0 blocks in an allreduce that rank 1 never joins; the test sends it
+    # SIGINT after each "blocking" line (again if it came before the call waited).
+    comm.barrier()
+    if comm.rank == 0:
+        while True:
+            try:
+                print("blocking", flush=True)
+                comm.all_reduce(np.ones(4, np.float32))
+            except KeyboardInterrupt as interrupt:
+                if not comm.closed:
+                    continue  # raised before the call started to wait: nothing was aborted
+                try:
+                    comm.all_reduce(np.ones(4, np.float32))
+                    after = None
+                except vigil.Error as error:
+                    after = error.error_id
+                return {"raised": type(interrupt).__name__, "notes": getattr(interrupt, "__notes__", []),
+                        "after": after}
+    print("waiting", flush=True)
+    sys.stdin.readline()  # the test's word: rank 0 was interrupted
+    started = time.monotonic()
+    try:
+        comm.all_reduce(np.ones(4, np.float32))
+    except vigil.Error as error:
+        return {"error_id": error.error_id, "class": type(error).__name__, "text": str(error),
+                "seconds": time.monotonic() - started}
+    return {"error_id": None}
+
+
 def main():
     mode = sys.argv[1]
     comm = vigil.init()
     report = {"rank": comm.rank, "size": comm.size}
-    modes = {"collectives": collectives, "peer_dies": peer_dies,
+    modes = {"collectives": collectives, "peer_dies": peer_dies, "interrupted": interrupted,
              "peer_raises": lambda c: peer_ends(c, "raises"), "peer_exits": lambda c: peer_ends(c, "exits")}
     report.update(modes[mode](comm))
     comm.close()

@@ -211,8 +211,14 @@ vigilResult_t vigilProcessExiting(const char* uncaughtError) {
 }
 
 vigilResult_t vigilCommAbort(vigilComm_t comm) {
+  return vigilCommAbortWithReason(comm, nullptr);
+}
+
+vigilResult_t vigilCommAbortWithReason(vigilComm_t comm, const char* reason) {
+  constexpr size_t kMaxReasonBytes = 200;
   return api::guarded(comm, [&] {
-    if (std::shared_ptr<Communicator> c = api::retire(comm)) c->abort();
+    const std::string why = reason != nullptr ? std::string(reason).substr(0, kMaxReasonBytes) : std::string();
+    if (std::shared_ptr<Communicator> c = api::retire(comm)) c->abort(why);
   });
 }
 

@@ -566,15 +566,16 @@ void Communicator::destroy(ByeReason reason, const std::string& exitError) {
   }
 }
 
-void Communicator::abort() {
+void Communicator::abort(const std::string& why) {
   State s = state_.load();
   if (s == State::Destroyed || s == State::Aborted) return;
+  abortReason_ = why.empty() ? "vigilCommAbort" : why;
   state_.store(State::Aborted);
   control_.poison();  // blocked ops wake and return vigilAborted
   Error notice = abortNotice_.empty()
                      ? error(Errc::PeerAborted)
                            .result(vigilAborted)
-                           .cause("rank ", rank_, " aborted the communicator (vigilCommAbort)")
+                           .cause("rank ", rank_, " aborted the communicator (", abortReason_, ")")
                            .remedy("see why rank ", rank_, " aborted; create a new communicator to continue")
                            .build()
                      : Error(Errc::PeerAborted, vigilAborted, abortNotice_);
@@ -582,10 +583,10 @@ void Communicator::abort() {
   control_.stop();
   if (hier_) {  // a hierarchical op waits in these: their peers hear this rank's notice
     hier_->local->abortNotice_ = notice.text();
-    hier_->local->abort();
+    hier_->local->abort(why);
     if (hier_->leaders) {
       hier_->leaders->abortNotice_ = notice.text();
-      hier_->leaders->abort();
+      hier_->leaders->abort(why);
     }
   }
   dumpAfterFailure(notice);

@@ -80,7 +80,9 @@ class Communicator : private algo::StepRunner, private LivenessWatch {
   // Local teardown; `reason` is what peers are told, with `exitError` (the
   // uncaught error) for ByeReason::ProcessError.
   void destroy(ByeReason reason = ByeReason::Destroy, const std::string& exitError = {});
-  void abort();
+  // `why` is what this rank's blocked operations and the peers are told
+  // ("rank 2 aborted the communicator (<why>)"); empty: "vigilCommAbort".
+  void abort(const std::string& why = {});
   // The stored error if an earlier op broke the communicator.
   std::optional<Error> asyncError() const;
   // An op that failed where no caller waits for it (on a stream): the
@@ -192,6 +194,7 @@ class Communicator : private algo::StepRunner, private LivenessWatch {
   // Text a hierarchy's communicator broadcasts when aborted on behalf of the
   // communicator it serves (that communicator's notice); empty otherwise.
   std::string abortNotice_;
+  std::string abortReason_;  // abort()'s `why`, written before state_ becomes Aborted
   ControlPlane control_;
   std::unique_ptr<DataPath> data_;
 

@@ -268,10 +268,10 @@ void Communicator::failOp(const ExchangeFault& f) {
     case Kind::Fatal: {
       State s = state_.load();
       if (s == State::Aborted || s == State::Destroyed) {
+        const std::string how = s == State::Aborted ? "aborted (" + abortReason_ + ")" : "destroyed";
         Error e = error(Errc::CommAborted)
                       .op(currentLabel_, seq)
-                      .cause("the communicator was ", s == State::Aborted ? "aborted (vigilCommAbort)" : "destroyed",
-                             " while this operation waited")
+                      .cause("the communicator was ", how, " while this operation waited")
                       .build();
         throw poisonWith(e, false);
       }

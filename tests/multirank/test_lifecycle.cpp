@@ -103,6 +103,25 @@ TEST(Lifecycle, AbortFromAnotherThreadReleasesABlockedOp) {
   });
 }
 
+TEST(Lifecycle, AbortWithReasonTellsThePeersWhy) {
+  std::promise<void> abortedRank0;
+  std::shared_future<void> aborted = abortedRank0.get_future().share();
+  runRanks(2, [&](int rank, vigilComm_t& comm) {
+    float x = 1;
+    if (rank == 0) {
+      EXPECT_OK(vigilCommAbortWithReason(comm, "KeyboardInterrupt: SIGINT in Python"), comm);
+      comm = nullptr;
+      abortedRank0.set_value();
+      return;
+    }
+    aborted.wait();
+    EXPECT_EQ(vigilAllReduce(&x, &x, 1, vigilFloat32, vigilSum, comm, nullptr), vigilRemoteError);
+    const std::string text = vigilGetLastError(comm);
+    EXPECT_TRUE(contains(text, "VG-PEER-003")) << text;
+    EXPECT_TRUE(contains(text, "rank 0 aborted the communicator (KeyboardInterrupt: SIGINT in Python)")) << text;
+  });
+}
+
 TEST(Lifecycle, TimeoutNamesTheRankThatDidNotProgress) {
   std::promise<void> timedOut;
   std::shared_future<void> done = timedOut.get_future().share();

@@ -18,10 +18,16 @@ inline constexpr const char* kBadRoot = "VG-API-004";           // root outside 
 inline constexpr const char* kBadPeer = "VG-API-005";           // peer outside the group, or this rank
 inline constexpr const char* kNotSupported = "VG-API-008";      // recv from any source
 inline constexpr const char* kTimeout = "VG-OP-001";            // Work.wait(timeout) ran out
+inline constexpr const char* kGroupBroken = "VG-COMM-002";      // an earlier error broke the group
 inline constexpr const char* kBadTensor = "VG-TORCH-001";       // a tensor argument the backend cannot take
 inline constexpr const char* kTooManyTags = "VG-TORCH-002";     // more p2p tags with one peer than channels
 inline constexpr const char* kSparseMismatch = "VG-TORCH-003";  // ranks' sparse tensors disagree
+inline constexpr const char* kQueueTimeout = "VG-TORCH-004";    // an operation never started within the timeout
 }  // namespace ids
+
+// What the peers of a Work.wait() that Ctrl-C interrupted hear: "rank 0
+// aborted the communicator (KeyboardInterrupt: SIGINT in Python)".
+inline constexpr const char* kInterruptedReason = "KeyboardInterrupt: SIGINT in Python";
 
 // Where an error happened: this rank of the group, the group's communicator
 // and the operation.

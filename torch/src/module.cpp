@@ -16,6 +16,9 @@ PYBIND11_MODULE(_vigil_torch, m) {
   // The base class is bound by torch.distributed: load it first.
   py::module_::import("torch.distributed");
 
+  py::class_<ProcessGroupVigil::QueueHold>(m, "_QueueHold")
+      .def("release", &ProcessGroupVigil::QueueHold::release, "Lets the group's queue run again.");
+
   py::class_<ProcessGroupVigil, c10::intrusive_ptr<ProcessGroupVigil>, c10d::ProcessGroup>(m, "ProcessGroupVigil")
       .def(py::init([](const c10::intrusive_ptr<c10d::Store>& store, int rank, int size, int64_t timeoutMs) {
              return c10::make_intrusive<ProcessGroupVigil>(store, rank, size, std::chrono::milliseconds(timeoutMs));
@@ -24,6 +27,9 @@ PYBIND11_MODULE(_vigil_torch, m) {
            py::call_guard<py::gil_scoped_release>(),
            "Collective over the group: builds the group's vigil communicator, with the root info passed through "
            "`store` and `timeout_ms` as its per-operation deadline.")
+      .def("_hold_queue_for_testing", &ProcessGroupVigil::holdQueueForTesting,
+           "For tests: holds the group's queue (nothing queued after it runs) until release() on the returned "
+           "handle, or its end, as an operation that does not return would.")
       .def_property_readonly("comm_name", &ProcessGroupVigil::commName,
                              "The vigil communicator's name, as errors and flight-recorder dumps show it.")
       .def_property_readonly(

@@ -57,7 +57,13 @@ PointToPoint::Channel& PointToPoint::channel(const OpSite& site, int peer, Direc
 }
 
 PointToPoint::Channel::Channel(const PointToPoint& owner, int peer, Direction direction, int tag)
-    : owner_(owner), peer_(peer), direction_(direction), tag_(tag) {
+    : owner_(owner),
+      peer_(peer),
+      direction_(direction),
+      tag_(tag),
+      queue_("the queue of this rank's " + std::string(direction == Direction::Send ? "sends to" : "receives from") +
+                 " rank " + std::to_string(peer) + " (tag " + std::to_string(tag) + ")",
+             std::chrono::milliseconds(owner.timeoutMs_)) {
   const int src = direction == Direction::Send ? owner.rank_ : peer;
   const int dst = direction == Direction::Send ? peer : owner.rank_;
   commName_ = owner.commName_ + "/p2p" + std::to_string(src) + "to" + std::to_string(dst);
@@ -78,6 +84,11 @@ c10::intrusive_ptr<c10d::Store> PointToPoint::Channel::rendezvousStore() const {
   options.waitWorkers = false;
   options.timeout = owner_.storeTimeout_;
   return c10::make_intrusive<c10d::TCPStore>(owner_.tcpStoreAddress_->first, options);
+}
+
+void PointToPoint::Channel::abort() const {
+  // A handle stays valid after an abort or destroy: a second one only fails.
+  if (vigilComm_t comm = connected_.load()) vigilCommAbortWithReason(comm, kInterruptedReason);
 }
 
 vigilComm_t PointToPoint::Channel::comm(const OpSite& site) {
@@ -108,6 +119,7 @@ vigilComm_t PointToPoint::Channel::comm(const OpSite& site) {
     config.connectTimeoutMs = owner_.timeoutMs_;
     config.commName = commName_.c_str();
     comm_.emplace(2, root, direction_ == Direction::Send ? 0 : 1, &config);
+    connected_.store(comm_->get());
   } catch (...) {
     connectError_ = std::current_exception();
     throw;

@@ -14,6 +14,7 @@
 // while it waits, so each channel rendezvouses over a connection of its own
 // there instead of the group's.
 
+#include <atomic>
 #include <exception>
 #include <map>
 #include <memory>
@@ -44,6 +45,8 @@ class PointToPoint {
     // The other end's rank inside the channel's communicator.
     int peerInChannel() const { return direction_ == Direction::Send ? 1 : 0; }
     OpQueue& queue() { return queue_; }
+    // Aborts the communicator, if connected, for Ctrl-C in Work.wait() (any thread).
+    void abort() const;
 
    private:
     std::string storeKey() const;
@@ -55,8 +58,9 @@ class PointToPoint {
     int tag_;
     std::string commName_;
     std::optional<vigil::Communicator> comm_;
-    std::exception_ptr connectError_;  // a failed connect fails every later operation
-    OpQueue queue_;                    // last: drains before the communicator goes
+    std::atomic<vigilComm_t> connected_ = nullptr;  // comm_'s handle, for abort() from other threads
+    std::exception_ptr connectError_;               // a failed connect fails every later operation
+    OpQueue queue_;                                 // last: drains before the communicator goes
   };
 
   // `keyPrefix` is unique to the group (its communicator's root info);

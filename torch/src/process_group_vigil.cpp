@@ -3,7 +3,9 @@
 #include <Python.h>
 
 #include <algorithm>
+#include <condition_variable>
 #include <cstdio>
+#include <mutex>
 
 #include "tensor_args.hpp"
 #include "vigil_work.hpp"
@@ -59,8 +61,9 @@ ProcessGroupVigil::ProcessGroupVigil(const c10::intrusive_ptr<c10d::Store>& stor
   config.connectTimeoutMs = timeoutMs >= kMinConnectTimeoutMs ? timeoutMs : -1;
   config.commName = commName_.c_str();
   comm_ = std::make_unique<vigil::Communicator>(size, vigil::RootInfo::fromString(rootText), rank, &config);
+  completions_ = std::make_unique<CompletionPool>();
   p2p_ = std::make_unique<PointToPoint>(store, "vigil-p2p/" + rootText, commName_, rank, timeoutMs);
-  queue_ = std::make_unique<OpQueue>();
+  queue_ = std::make_unique<OpQueue>("the group's queue", timeout);
   sequenceNum_ = c10d::SequenceNum(0);
   init();
 }
@@ -72,20 +75,23 @@ ProcessGroupVigil::~ProcessGroupVigil() {
   PyThreadState* python = Py_IsInitialized() && PyGILState_Check() ? PyEval_SaveThread() : nullptr;
   queue_.reset();  // runs what is queued: each operation ends by its deadline
   p2p_.reset();
+  completions_.reset();  // runs the callbacks of the last completions
   comm_.reset();
   if (python != nullptr) PyEval_RestoreThread(python);
 }
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupVigil::launch(const char* op, WorkSpec spec, std::function<void()> body) {
   sequenceNum_->increment();
-  return launchOn(*queue_, op, std::move(spec), std::move(body));
+  auto abortComm = [comm = comm()] { vigilCommAbortWithReason(comm, kInterruptedReason); };
+  return launchOn(*queue_, std::move(abortComm), op, std::move(spec), std::move(body));
 }
 
-c10::intrusive_ptr<c10d::Work> ProcessGroupVigil::launchOn(OpQueue& queue, const char* op, WorkSpec spec,
-                                                           std::function<void()> body) {
+c10::intrusive_ptr<c10d::Work> ProcessGroupVigil::launchOn(OpQueue& queue, std::function<void()> abortComm,
+                                                           const char* op, WorkSpec spec, std::function<void()> body) {
   auto work = c10::make_intrusive<VigilWork>(site(op), spec.type, spec.title, spec.inputs, std::move(spec.outputs),
-                                             spec.sourceRank);
-  queue.push([work, body = std::move(body)] { work->run(body); });
+                                             *completions_, std::move(abortComm), spec.sourceRank);
+  queue.push(OpQueue::Job{work->site(), [work, body = std::move(body)] { work->run(body); },
+                          [work](std::exception_ptr error) { work->fail(std::move(error)); }});
   return work;
 }
 
@@ -105,6 +111,33 @@ void ProcessGroupVigil::requirePeer(const OpSite& where, int peer) const {
         peer == rank_ ? "peer " + std::to_string(peer) + " is this rank itself"
                       : "peer " + std::to_string(peer) + " is outside [0, " + std::to_string(size_) + ")",
         "pass another rank of the group (group ranks, not global ranks)");
+}
+
+struct ProcessGroupVigil::QueueHold::State {
+  std::mutex mutex;
+  std::condition_variable changed;
+  bool released = false;
+};
+
+void ProcessGroupVigil::QueueHold::release() {
+  if (!state_) return;
+  {
+    std::lock_guard lock(state_->mutex);
+    state_->released = true;
+  }
+  state_->changed.notify_all();
+}
+
+std::unique_ptr<ProcessGroupVigil::QueueHold> ProcessGroupVigil::holdQueueForTesting() {
+  auto hold = std::make_unique<QueueHold>();
+  hold->state_ = std::make_shared<QueueHold::State>();
+  queue_->push(OpQueue::Job{site("_hold_queue_for_testing"),
+                            [state = hold->state_] {
+                              std::unique_lock lock(state->mutex);
+                              state->changed.wait(lock, [&] { return state->released; });
+                            },
+                            [](std::exception_ptr) {}});
+  return hold;
 }
 
 void ProcessGroupVigil::setSequenceNumberForGroup() {

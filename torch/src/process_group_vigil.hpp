@@ -14,6 +14,7 @@
 #include <torch/csrc/distributed/c10d/Store.hpp>
 #include <vector>
 
+#include "completion_pool.hpp"
 #include "errors.hpp"
 #include "op_queue.hpp"
 #include "point_to_point.hpp"
@@ -79,6 +80,24 @@ class ProcessGroupVigil final : public c10d::ProcessGroup {
   c10::intrusive_ptr<c10d::Work> recv(std::vector<at::Tensor>& tensors, int srcRank, int tag) override;
   c10::intrusive_ptr<c10d::Work> recvAnysource(std::vector<at::Tensor>& tensors, int tag) override;
 
+  // A seam for tests: the group's queue runs nothing behind this job until
+  // release() (or the end of the returned handle), as if an operation ahead
+  // did not return.
+  class QueueHold {
+   public:
+    QueueHold() = default;
+    QueueHold(const QueueHold&) = delete;
+    QueueHold& operator=(const QueueHold&) = delete;
+    ~QueueHold() { release(); }
+    void release();
+
+   private:
+    friend class ProcessGroupVigil;
+    struct State;
+    std::shared_ptr<State> state_;
+  };
+  std::unique_ptr<QueueHold> holdQueueForTesting();
+
   void setSequenceNumberForGroup() override;
   uint64_t getSequenceNumberForGroup() override;
 
@@ -98,7 +117,9 @@ class ProcessGroupVigil final : public c10d::ProcessGroup {
   // Queues `body` on the group's worker; the returned Work completes when
   // it returns, or fails with what it threw.
   c10::intrusive_ptr<c10d::Work> launch(const char* op, WorkSpec spec, std::function<void()> body);
-  c10::intrusive_ptr<c10d::Work> launchOn(OpQueue& queue, const char* op, WorkSpec spec, std::function<void()> body);
+  // `abortComm` aborts the communicator `body` runs on (Ctrl-C in Work.wait).
+  c10::intrusive_ptr<c10d::Work> launchOn(OpQueue& queue, std::function<void()> abortComm, const char* op,
+                                          WorkSpec spec, std::function<void()> body);
   // allreduce (SUM) of one sparse COO tensor (collectives.cpp).
   c10::intrusive_ptr<c10d::Work> sparseAllreduce(const OpSite& where, const at::Tensor& tensor,
                                                  std::vector<at::Tensor>& tensors, const c10d::AllreduceOptions& opts);
@@ -111,6 +132,8 @@ class ProcessGroupVigil final : public c10d::ProcessGroup {
   c10::intrusive_ptr<c10d::Store> store_;  // the group's; monitored_barrier meets there
   uint64_t monitoredBarriers_ = 0;         // how many this rank called: each has its own keys
   std::unique_ptr<vigil::Communicator> comm_;
+  // Completes the futures of the Works below: outlives their workers.
+  std::unique_ptr<CompletionPool> completions_;
   std::unique_ptr<PointToPoint> p2p_;
   std::unique_ptr<OpQueue> queue_;  // destroyed first: drains before the communicators go
 };

@@ -11,12 +11,14 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupVigil::send(std::vector<at::Tensor>& 
   requirePeer(where, dstRank);
   PointToPoint::Channel& channel = p2p_->channel(where, dstRank, PointToPoint::Direction::Send, tag);
   WorkSpec spec{c10d::OpType::SEND, "vigil:send", tensors, {}};
-  return launchOn(channel.queue(), "send", std::move(spec), [&channel, tensor, where] {
-    vigilComm_t comm = channel.comm(where);
-    const at::Tensor dense = tensor.contiguous();
-    const Elements e = movedElements(dense);
-    check(vigilSend(dense.data_ptr(), e.count, e.type, channel.peerInChannel(), comm, nullptr), comm);
-  });
+  return launchOn(
+      channel.queue(), [&channel] { channel.abort(); }, "send", std::move(spec),
+      [&channel, tensor, where] {
+        vigilComm_t comm = channel.comm(where);
+        const at::Tensor dense = tensor.contiguous();
+        const Elements e = movedElements(dense);
+        check(vigilSend(dense.data_ptr(), e.count, e.type, channel.peerInChannel(), comm, nullptr), comm);
+      });
 }
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupVigil::recv(std::vector<at::Tensor>& tensors, int srcRank, int tag) {
@@ -26,13 +28,15 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupVigil::recv(std::vector<at::Tensor>& 
   PointToPoint::Channel& channel = p2p_->channel(where, srcRank, PointToPoint::Direction::Recv, tag);
   // The profiler records the receive buffer as the input, as gloo does.
   WorkSpec spec{c10d::OpType::RECV, "vigil:recv", tensors, tensors, srcRank};
-  return launchOn(channel.queue(), "recv", std::move(spec), [&channel, tensor, where] {
-    vigilComm_t comm = channel.comm(where);
-    DenseBuffer buffer(tensor);
-    const Elements e = movedElements(buffer.dense());
-    check(vigilRecv(buffer.data(), e.count, e.type, channel.peerInChannel(), comm, nullptr), comm);
-    buffer.writeBack();
-  });
+  return launchOn(
+      channel.queue(), [&channel] { channel.abort(); }, "recv", std::move(spec),
+      [&channel, tensor, where] {
+        vigilComm_t comm = channel.comm(where);
+        DenseBuffer buffer(tensor);
+        const Elements e = movedElements(buffer.dense());
+        check(vigilRecv(buffer.data(), e.count, e.type, channel.peerInChannel(), comm, nullptr), comm);
+        buffer.writeBack();
+      });
 }
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupVigil::recvAnysource(std::vector<at::Tensor>& /*tensors*/, int /*tag*/) {
