@@ -224,8 +224,8 @@ vigilResult_t vigilMoeRefuse(int combine, const char* errorId, vigilComm_t comm)
     const char* call = combine ? "vigilMoeCombine" : "vigilMoeDispatch";
     if (errorId == nullptr) ErrorBuilder(Errc::ApiNullArgument).op("vigilMoeRefuse").cause("errorId is NULL").raise();
     const auto table = allErrcInfo();
-    const auto info = std::find_if(table.begin(), table.end(),
-                                   [&](const ErrcInfo& i) { return std::string_view(i.id) == errorId; });
+    const auto info =
+        std::find_if(table.begin(), table.end(), [&](const ErrcInfo& i) { return std::string_view(i.id) == errorId; });
     if (info == table.end()) {
       ErrorBuilder(Errc::ApiBadConfig)
           .op("vigilMoeRefuse")

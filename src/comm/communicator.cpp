@@ -402,7 +402,8 @@ std::vector<int> Communicator::collectGonePeers(int64_t seq) const {
     PeerState s = control_.peer(p);
     if (s.status == PeerState::Status::Left && seq >= 0 && s.lastSeq >= seq) continue;  // it finished this op
     if (s.status == PeerState::Status::Alive && s.finalizing && seq >= 0 && s.lastSeq >= seq) continue;
-    const bool followed = s.status == PeerState::Status::Left && !s.byeCause.empty() && s.byeCauseResult != vigilSuccess;
+    const bool followed =
+        s.status == PeerState::Status::Left && !s.byeCause.empty() && s.byeCauseResult != vigilSuccess;
     (followed ? cascade : out).push_back(p);
   }
   out.insert(out.end(), cascade.begin(), cascade.end());
@@ -511,11 +512,12 @@ void Communicator::finalize() {
   for (int p : allPeers_) {
     std::optional<FrameHeader> waiting = data_->unreceived(p);
     if (!waiting || waiting->magic != FrameHeader::kMagic) continue;
-    Error e = error(Errc::OpUnreceived)
-                  .op("finalize")
-                  .cause(describePeer(p), " sent ", describeUnreceived(*waiting), " to this rank, which never received it",
-                         " (", waiting->bytes, " bytes still waiting; nothing was written for it)")
-                  .build();
+    Error e =
+        error(Errc::OpUnreceived)
+            .op("finalize")
+            .cause(describePeer(p), " sent ", describeUnreceived(*waiting), " to this rank, which never received it",
+                   " (", waiting->bytes, " bytes still waiting; nothing was written for it)")
+            .build();
     throw poisonWith(e, true);
   }
   state_.store(State::Finalized);

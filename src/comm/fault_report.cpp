@@ -124,7 +124,8 @@ Error Communicator::describePeerGone(int peer, const PeerState& s) const {
             .cause(describePeer(peer), " left the communicator: its process is ending because of an uncaught error (",
                    s.byeCause.empty() ? std::string("no description") : s.byeCause, ") ", afterLast(),
                    "; this rank still needs it")
-            .remedy("see the output of ", rankLabel(peer), " for that error (its traceback), fix it and restart the job");
+            .remedy("see the output of ", rankLabel(peer),
+                    " for that error (its traceback), fix it and restart the job");
         break;
       }
       b.op(opLabel, collective ? seq : -1)
@@ -194,8 +195,8 @@ Error Communicator::mismatchError(int peer, const FrameHeader& mine, const Frame
     b.cause(describePeer(peer), " sent a message of ", theirs.bytes, " bytes where this rank expects ", mine.bytes,
             " bytes (this rank: ", describeHeader(mine), "; rank ", peer, ": ", describeHeader(theirs), ")");
   } else {
-    b.cause("ranks called different operations: this rank (", rank_, ") runs ", describeHeader(mine, !collective),
-            ", ", describePeer(peer), " runs ", describeHeader(theirs), "; differing: ", differingFields(mine, theirs));
+    b.cause("ranks called different operations: this rank (", rank_, ") runs ", describeHeader(mine, !collective), ", ",
+            describePeer(peer), " runs ", describeHeader(theirs), "; differing: ", differingFields(mine, theirs));
   }
   return b.build();
 }

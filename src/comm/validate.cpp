@@ -148,8 +148,9 @@ void Communicator::validate(const OpDesc& op) const {
         const bool sendOk = fits(op.sendcounts[p], op.sdispls[p]);
         if (!sendOk || !fits(op.recvcounts[p], op.rdispls[p])) {
           fail(Errc::ApiCountOverflow)
-              .cause(sendOk ? "rdispls[" : "sdispls[", p, "] + ", sendOk ? "recvcounts[" : "sendcounts[", p, "] = ", sendOk ? op.rdispls[p] : op.sdispls[p],
-                     " + ", sendOk ? op.recvcounts[p] : op.sendcounts[p], " elements of ", dtypeName(op.dtype),
+              .cause(sendOk ? "rdispls[" : "sdispls[", p, "] + ", sendOk ? "recvcounts[" : "sendcounts[", p,
+                     "] = ", sendOk ? op.rdispls[p] : op.sdispls[p], " + ",
+                     sendOk ? op.recvcounts[p] : op.sendcounts[p], " elements of ", dtypeName(op.dtype),
                      " overflows the address space")
               .raise();
         }

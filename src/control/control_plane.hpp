@@ -34,7 +34,7 @@ struct PeerState {
   enum class Status : uint8_t { Alive, Left, Died, Failed };
   Status status = Status::Alive;
   ByeReason byeReason = ByeReason::Destroy;
-  int64_t lastSeq = -1;                         // last collective it completed (from its goodbye or finalize)
+  int64_t lastSeq = -1;  // last collective it completed (from its goodbye or finalize)
   // Alive, but waiting in vigilCommFinalize after collective lastSeq: it
   // will run no other operation, so a later collective cannot complete.
   bool finalizing = false;

@@ -48,9 +48,7 @@ struct FrameHeader {
   }
   // The agreement a rank demands: the full fingerprint, or with
   // VIGIL_FINGERPRINT=0 only the shape.
-  bool agrees(const FrameHeader& o, bool fullFingerprint) const {
-    return fullFingerprint ? sameOp(o) : sameShape(o);
-  }
+  bool agrees(const FrameHeader& o, bool fullFingerprint) const { return fullFingerprint ? sameOp(o) : sameShape(o); }
 
   // Same operation (everything but the payload size)?
   bool sameOp(const FrameHeader& o) const {

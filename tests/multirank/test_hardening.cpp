@@ -6,12 +6,12 @@
 
 #include <chrono>
 #include <cstdlib>
-#include <future>
-#include <thread>
 #include <cstring>
 #include <functional>
+#include <future>
 #include <limits>
 #include <random>
+#include <thread>
 
 #include "api/handles.hpp"
 #include "common/thread_ranks.hpp"
@@ -41,8 +41,8 @@ TEST(Hardening, WrappingAllToAllVDisplacementsAreRefusedAndWriteNothing) {
         auto* recv = reinterpret_cast<float*>(block.data() + 64);
         size_t counts[2] = {2, 2}, sdispls[2] = {0, 2}, rdispls[2] = {0, 2};
         (sendSide ? sdispls : rdispls)[1 - rank] = bad;
-        vigilResult_t rc = vigilAllToAllV(send.data(), counts, sdispls, recv, counts, rdispls, vigilFloat32, comm,
-                                          nullptr);
+        vigilResult_t rc =
+            vigilAllToAllV(send.data(), counts, sdispls, recv, counts, rdispls, vigilFloat32, comm, nullptr);
         const std::string text = vigilGetLastError(comm);
         EXPECT_EQ(rc, vigilInvalidArgument) << text;
         EXPECT_TRUE(contains(text, "VG-API-011")) << text;
@@ -65,14 +65,30 @@ TEST(Hardening, ValidatorFuzzWithExtremeValuesNeverAcceptsAWrappingBuffer) {
     if (rank != 0) return;  // validation is local: one rank fuzzes it
     std::shared_ptr<Communicator> c = api::acquire(comm);
     constexpr size_t kMax = std::numeric_limits<size_t>::max();
-    const size_t extremes[] = {0, 1, 2, 3, 7, kMax, kMax - 1, kMax / 2, kMax / 2 + 1, kMax / 3, kMax / 4,
-                               kMax / 8, kMax / 8 + 1, kMax / 16, kMax / 24, size_t(1) << 32, size_t(1) << 62,
-                               (size_t(1) << 61) - 1, 1000};
+    const size_t extremes[] = {0,
+                               1,
+                               2,
+                               3,
+                               7,
+                               kMax,
+                               kMax - 1,
+                               kMax / 2,
+                               kMax / 2 + 1,
+                               kMax / 3,
+                               kMax / 4,
+                               kMax / 8,
+                               kMax / 8 + 1,
+                               kMax / 16,
+                               kMax / 24,
+                               size_t(1) << 32,
+                               size_t(1) << 62,
+                               (size_t(1) << 61) - 1,
+                               1000};
     const uintptr_t pointers[] = {0x1000, 0x7fff00000000, uintptr_t(-1) - 0xfff, uintptr_t(1) << 63};
     const vigilDataType_t dtypes[] = {vigilUint8, vigilFloat16, vigilFloat32, vigilFloat64};
-    const OpKind kinds[] = {OpKind::AllReduce, OpKind::Broadcast, OpKind::Reduce,  OpKind::AllGather,
-                            OpKind::ReduceScatter, OpKind::AllToAll, OpKind::AllToAllV, OpKind::Gather,
-                            OpKind::Scatter, OpKind::Send,      OpKind::Recv};
+    const OpKind kinds[] = {OpKind::AllReduce,     OpKind::Broadcast, OpKind::Reduce,    OpKind::AllGather,
+                            OpKind::ReduceScatter, OpKind::AllToAll,  OpKind::AllToAllV, OpKind::Gather,
+                            OpKind::Scatter,       OpKind::Send,      OpKind::Recv};
     std::mt19937_64 rng(20261203);
     auto pick = [&](auto& arr) { return arr[rng() % std::size(arr)]; };
     int accepted = 0, refused = 0;
@@ -470,7 +486,8 @@ TEST(Hardening, AHostFunctionWaitingForItsOwnStreamIsRefused) {
   static vigilResult_t waited;
   waitFor = before;
   waited = vigilInternalError;
-  ASSERT_EQ(vigilLaunchHostFunc(s.stream, [](void*) { waited = vigilEventSynchronize(waitFor); }, nullptr),
+  ASSERT_EQ(vigilLaunchHostFunc(
+                s.stream, [](void*) { waited = vigilEventSynchronize(waitFor); }, nullptr),
             vigilSuccess);
   ASSERT_EQ(vigilStreamSynchronize(s.stream), vigilSuccess);
   EXPECT_EQ(waited, vigilSuccess);
