@@ -385,7 +385,7 @@ std::vector<int> Communicator::gonePeersByCause(int64_t seq) const {
   std::vector<int> out = collectGonePeers(seq);
   if (!out.empty()) {
     PeerState first = control_.peer(out.front());
-    if (first.status == PeerState::Status::Left && !first.byeCause.empty() && first.byeCauseResult != vigilSuccess) {
+    if (first.leftBecauseOfAnother()) {
       // Only ranks that left because of someone else are known yet: the
       // news of that someone is on its way (it was sent first). Wait for it
       // briefly, so the report names the root cause, not a bystander.
@@ -402,8 +402,7 @@ std::vector<int> Communicator::collectGonePeers(int64_t seq) const {
     PeerState s = control_.peer(p);
     if (s.status == PeerState::Status::Left && seq >= 0 && s.lastSeq >= seq) continue;  // it finished this op
     if (s.status == PeerState::Status::Alive && s.finalizing && seq >= 0 && s.lastSeq >= seq) continue;
-    const bool followed =
-        s.status == PeerState::Status::Left && !s.byeCause.empty() && s.byeCauseResult != vigilSuccess;
+    const bool followed = s.leftBecauseOfAnother();
     (followed ? cascade : out).push_back(p);
   }
   out.insert(out.end(), cascade.begin(), cascade.end());

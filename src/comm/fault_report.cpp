@@ -254,7 +254,7 @@ std::string Communicator::describeWhereOthersAre(const ExchangeFault& f, int64_t
 
 int Communicator::rootCauseFor(int peer, int64_t seq) const {
   PeerState s = control_.peer(peer);
-  if (s.status != PeerState::Status::Left || s.byeCause.empty()) return peer;
+  if (!s.leftBecauseOfAnother()) return peer;
   // It left because another rank failed: name that one if we know it.
   std::vector<int> gone = gonePeersByCause(seq);
   return gone.empty() ? peer : gone.front();

@@ -506,7 +506,7 @@ bool ControlPlane::waitRootCause(Deadline deadline) const {
   return changed_.wait_until(lock, deadline.at(), [&] {
     for (const PeerState& s : peers_) {
       if (s.status == PeerState::Status::Alive) continue;
-      if (s.status != PeerState::Status::Left || s.byeCause.empty()) return true;
+      if (!s.leftBecauseOfAnother()) return true;
     }
     return false;
   });

@@ -43,6 +43,12 @@ struct PeerState {
   vigilResult_t failure = vigilSuccess;         // for Failed: the peer's error
   std::string failureText;
   Clock::time_point since{};
+
+  // It left quoting another rank's failure: a bystander, not a root cause
+  // (an uncaught error of its own program is quoted with vigilSuccess).
+  bool leftBecauseOfAnother() const {
+    return status == Status::Left && !byeCause.empty() && byeCauseResult != vigilSuccess;
+  }
 };
 
 // Called on the control thread when this rank's fingerprint of a collective
