@@ -54,4 +54,22 @@ struct Outcome {
   std::string text;
 };
 
+// Starts `ranks` (rank -> declared nranks), each with its own config, and
+// collects every init outcome. Successful communicators are destroyed.
+inline std::vector<Outcome> initAll(const vigilRootInfo& info, const std::vector<std::pair<int, int>>& ranks,
+                                    const std::vector<vigilConfig>& configs) {
+  std::vector<Outcome> out(ranks.size());
+  std::vector<std::thread> threads;
+  for (size_t i = 0; i < ranks.size(); ++i) {
+    threads.emplace_back([&, i] {
+      vigilComm_t comm = nullptr;
+      out[i].rc = vigilCommInitRootInfoConfig(ranks[i].second, &info, ranks[i].first, &configs[i], &comm);
+      out[i].text = vigilGetLastError(nullptr);
+      if (out[i].rc == vigilSuccess) vigilCommDestroy(comm);
+    });
+  }
+  for (auto& t : threads) t.join();
+  return out;
+}
+
 }  // namespace vigil::test
