@@ -23,6 +23,7 @@
 #include <vigil/vigil.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cerrno>
 #include <chrono>
 #include <cmath>
@@ -74,11 +75,12 @@ class Fd {
 };
 
 // Signals become bytes on a pipe, so the poll() loop sees them with the output pipes.
-int gSignalWriteFd = -1;
+std::atomic<int> gSignalWriteFd{-1};  // lock-free: read in the handler
 extern "C" void onSignal(int sig) {
   int savedErrno = errno;
   unsigned char b = static_cast<unsigned char>(sig);
-  ssize_t r = ::write(gSignalWriteFd, &b, 1);  // a full pipe already has a wake-up queued
+  ssize_t r =
+      ::write(gSignalWriteFd.load(std::memory_order_relaxed), &b, 1);  // a full pipe already has a wake-up queued
   (void)r;
   errno = savedErrno;
 }
@@ -94,7 +96,7 @@ class SignalPipe {
     if (::pipe2(fds, O_CLOEXEC | O_NONBLOCK) != 0) return;
     read_.reset(fds[0]);
     write_.reset(fds[1]);
-    gSignalWriteFd = fds[1];
+    gSignalWriteFd.store(fds[1], std::memory_order_relaxed);
     for (size_t i = 0; i < std::size(kSignals); ++i) {
       sigaction(kSignals[i], nullptr, &old_[i]);
       // A launcher started with SIGINT ignored (a background job) keeps ignoring it.

@@ -16,6 +16,7 @@
 #include "bootstrap/rendezvous.hpp"
 #include "core/errors.hpp"
 #include "core/log.hpp"
+#include "core/thread.hpp"
 #include "net/event_fd.hpp"
 
 namespace vigil {
@@ -531,7 +532,7 @@ void startRootServer(std::vector<Listener> listeners, const JobToken& token, int
   RootThread* self = root.get();
   std::lock_guard lock(registry().mutex);
   registry().reapFinished();
-  root->thread = std::thread([self, token, idleTimeoutMs, policy, l = std::move(listeners)]() mutable {
+  root->thread = startLibraryThread([self, token, idleTimeoutMs, policy, l = std::move(listeners)]() mutable {
     {
       Rendezvous rendezvous(std::move(l), token, idleTimeoutMs, policy, self->stop.fd());
       rendezvous.run();

@@ -6,6 +6,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <cerrno>
 #include <charconv>
 #include <cstdlib>
@@ -17,18 +18,19 @@
 #include "comm/communicator.hpp"
 #include "comm/registry.hpp"
 #include "core/log.hpp"
+#include "core/thread.hpp"
 #include "net/event_fd.hpp"
 
 namespace vigil {
 namespace {
 
-int gDumpWakeFd = -1;
+std::atomic<int> gDumpWakeFd{-1};  // lock-free: read in the handler
 
 extern "C" void onDumpSignal(int) {
   // Async-signal-safe: one write to an eventfd, errno preserved.
   const int saved = errno;
   uint64_t one = 1;
-  ssize_t ignored = ::write(gDumpWakeFd, &one, sizeof one);
+  ssize_t ignored = ::write(gDumpWakeFd.load(std::memory_order_relaxed), &one, sizeof one);
   (void)ignored;
   errno = saved;
 }
@@ -55,8 +57,8 @@ class DumpOnSignal {
         ::fcntl(notifyFd_, F_SETFD, FD_CLOEXEC);  // not for the rank's own children
       }
     }
-    gDumpWakeFd = wake_.fd();
-    thread_ = std::thread([this] { run(); });
+    gDumpWakeFd.store(wake_.fd(), std::memory_order_relaxed);
+    thread_ = startLibraryThread([this] { run(); });
     struct sigaction sa {};
     sa.sa_handler = onDumpSignal;
     sa.sa_flags = SA_RESTART;
@@ -74,7 +76,7 @@ class DumpOnSignal {
   void run() {
     pollfd fds[2] = {{wake_.fd(), POLLIN, 0}, {stop_.fd(), POLLIN, 0}};
     while (true) {
-      if (::poll(fds, 2, -1) < 0) continue;  // EINTR: our own signal may land on this thread
+      if (::poll(fds, 2, -1) < 0) continue;  // EINTR
       if (fds[1].revents != 0) return;
       if (fds[0].revents != 0) {
         wake_.clear();  // signals that arrive during the round make one more round

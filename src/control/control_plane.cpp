@@ -7,6 +7,7 @@
 #include <cerrno>
 
 #include "core/log.hpp"
+#include "core/thread.hpp"
 #include "net/socket.hpp"
 #include "net/wire.hpp"
 
@@ -63,7 +64,7 @@ ControlPlane::~ControlPlane() {
 }
 
 void ControlPlane::start() {
-  thread_ = std::thread([this] { run(); });
+  thread_ = startLibraryThread([this] { run(); });
 }
 
 void ControlPlane::stop() {

@@ -1,11 +1,12 @@
 #include "runtime/stream.hpp"
 
 #include "core/log.hpp"
+#include "core/thread.hpp"
 
 namespace vigil {
 
 Stream::Stream(std::string name) : name_(std::move(name)) {
-  worker_ = std::thread([this] { run(); });
+  worker_ = startLibraryThread([this] { run(); });
 }
 
 Stream::~Stream() {

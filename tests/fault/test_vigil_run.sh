@@ -118,11 +118,25 @@ timeout 60 "$RUN" -n 2 sh -c 'echo up >"$1/up$VIGIL_RANK"; exec sleep 100' sh "$
   >"$TMP/out" 2>"$TMP/err" &
 launcher=$!
 timeout 60 sh -c 'read x <"$0"; read x <"$1"' "$TMP/up0" "$TMP/up1"
+# The kernel gives a process-directed signal to any thread that does not block it. libvigil's
+# threads in the launcher (its rendezvous root) must block them, or SIGTERM and SIGCHLD may
+# land on a thread asleep in poll() and the launcher never sees them.
+pid=$(pgrep -P "$launcher" -x vigil-run)
+threads=0 unblocked=""
+for status in /proc/"$pid"/task/*/status; do
+  [[ $status == /proc/$pid/task/$pid/status ]] && continue
+  ((threads += 1))
+  mask=$((16#$(awk '/^SigBlk:/ {print $2}' "$status")))
+  for sig in 2 15 17 10; do ((mask >> (sig - 1) & 1)) || unblocked+=" ${status%/status}:$sig"; done
+done
+check "the launcher has library threads (got $threads)" test "$threads" -gt 0
+check "they block SIGINT, SIGTERM, SIGCHLD, SIGUSR1 (unblocked:${unblocked:- none})" test -z "$unblocked"
 kill -TERM "$launcher"
 wait "$launcher"
 RC=$?
 check "exit code 143 after forwarding SIGTERM (got $RC)" test "$RC" -eq 143
 check "message says it forwarded SIGTERM" grep -q 'received SIGTERM (15); forwarding' "$TMP/err"
+[[ $RC -eq 143 ]] || sed 's/^/  stderr: /' "$TMP/err"
 
 echo "== (e) bad usage exits 2 and names the bad value"
 bad_usage() {  # bad_usage "expected text" args...
