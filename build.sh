@@ -55,7 +55,7 @@ configure_and_build() {  # dir, extra cmake args...
     echo "build.sh: $dir belongs to another source tree; recreating it"
     rm -rf "$dir"
   fi
-  cmake -S . -B "$dir" -G Ninja "$@" >/dev/null
+  cmake -S . -B "$dir" -G Ninja -DVIGIL_WERROR=ON "$@" >/dev/null
   cmake --build "$dir" -j "$JOBS"
 }
 
@@ -84,6 +84,9 @@ case "${1:-}" in
     echo "== test suite under ThreadSanitizer =="
     configure_and_build build-tsan -DCMAKE_BUILD_TYPE=Debug -DVIGIL_SANITIZE=thread
     TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1" run_ctest build-tsan
+    echo "== Release build (-O3, warnings as errors): library, tools, the demo =="
+    configure_and_build build-release -DCMAKE_BUILD_TYPE=Release -DVIGIL_BUILD_TESTS=OFF -DVIGIL_BUILD_PYTHON=OFF
+    ./build-release/vigil-run -n 4 --timeout 120 ./build-release/vigil-demo
     ;;
   *)
     echo "usage: $0 demo|test" >&2

@@ -129,7 +129,10 @@ std::string describeOp(const DumpEntry& entry) {
   if (entry.root >= 0) text += ", root " + std::to_string(entry.root);
   if (!entry.peers.empty()) {
     text += entry.peers.size() == 1 ? ", peer " : ", peers ";
-    for (size_t i = 0; i < entry.peers.size(); ++i) text += (i ? "," : "") + std::to_string(entry.peers[i]);
+    for (size_t i = 0; i < entry.peers.size(); ++i) {
+      if (i > 0) text += ',';
+      text += std::to_string(entry.peers[i]);
+    }
   }
   return text + ")";
 }
@@ -141,8 +144,10 @@ std::string joinRanks(const std::vector<int>& ranks) {
     while (j + 1 < ranks.size() && ranks[j + 1] == ranks[j] + 1) ++j;
     if (!out.empty()) out += ",";
     out += std::to_string(ranks[i]);
-    if (j > i + 1) out += "-" + std::to_string(ranks[j]);
-    if (j == i + 1) out += "," + std::to_string(ranks[j]);
+    if (j > i) {
+      out += j > i + 1 ? '-' : ',';  // a run of three or more, or just two
+      out += std::to_string(ranks[j]);
+    }
     i = j + 1;
   }
   return out;

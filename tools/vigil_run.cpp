@@ -308,7 +308,10 @@ class Launcher {
 
   void addStream(Fd fd, int outFd, int rank) {
     ::fcntl(fd.get(), F_SETFL, ::fcntl(fd.get(), F_GETFL) | O_NONBLOCK);
-    streams_.push_back({std::move(fd), outFd, "[" + std::to_string(rank) + "] ", {}});
+    std::string prefix = "[";
+    prefix += std::to_string(rank);
+    prefix += "] ";
+    streams_.push_back({std::move(fd), outFd, std::move(prefix), {}});
   }
 
   bool finished() const {

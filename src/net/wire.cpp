@@ -22,6 +22,12 @@ JobToken randomToken() {
   return token;
 }
 
+WireWriter& WireWriter::putBytes(const void* data, size_t n) {
+  const auto* p = static_cast<const uint8_t*>(data);
+  bytes_.insert(bytes_.end(), p, p + n);
+  return *this;
+}
+
 std::string tokenTag(const JobToken& token) {
   static const char* const kHex = "0123456789abcdef";
   std::string tag;

@@ -67,7 +67,10 @@ void appendEntry(std::string& out, const FlightEntry& e) {
   out += ",\"count\":" + std::to_string(e.count);
   out += ",\"root\":" + std::to_string(e.root);
   out += ",\"peers\":[";
-  for (size_t i = 0; i < e.peers.size(); ++i) out += (i ? "," : "") + std::to_string(e.peers[i]);
+  for (size_t i = 0; i < e.peers.size(); ++i) {
+    if (i > 0) out += ',';
+    out += std::to_string(e.peers[i]);
+  }
   out += "],\"stream\":" + jsonQuote(e.stream);
   out += ",\"state\":" + jsonQuote(flightStateName(e.state));
   out += ",\"enqueued_ns\":" + std::to_string(e.enqueuedNs);
