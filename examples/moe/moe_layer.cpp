@@ -155,8 +155,8 @@ int main() {
   cfg.hidden = kHidden;
   cfg.topK = kTopK;
   cfg.maxTokensPerRank = kMaxTokens;
-  cfg.quantMode = 0;            // rows travel as float32
-  cfg.expertTokenNumsType = 1;  // expertTokenNums[j] = rows for local expert j
+  cfg.quantMode = vigilMoeQuantNone;                       // rows travel as float32
+  cfg.expertTokenNumsType = vigilMoeExpertTokenNumsCount;  // expertTokenNums[j] = rows for local expert j
 
   // expandX must hold the most rows this rank can receive.
   const int64_t capacity = vigilMoeRequiredRows(&cfg, rank);

@@ -192,6 +192,19 @@ VIGIL_API vigilResult_t vigilGroupEnd(void);
 
 typedef struct vigilMoeHandle* vigilMoeHandle_t; /* routing produced by dispatch, consumed by combine */
 
+/* vigilMoeConfig.quantMode: how dispatched rows travel. The value 1 (static
+   int8 with given scales, in the vendor operators) is not supported. */
+typedef enum VIGIL_ENUM_INT {
+  vigilMoeQuantNone = 0,       /* rows travel and arrive in xType */
+  vigilMoeQuantDynamicInt8 = 2 /* int8 per row, its scale in dynamicScales (docs/moe.md "Quantisation") */
+} vigilMoeQuantMode_t;
+
+/* vigilMoeConfig.expertTokenNumsType: what expertTokenNums[j] holds. */
+typedef enum VIGIL_ENUM_INT {
+  vigilMoeExpertTokenNumsPrefixSum = 0, /* rows received for local experts 0..j (inclusive prefix sum) */
+  vigilMoeExpertTokenNumsCount = 1      /* rows received for local expert j */
+} vigilMoeExpertTokenNumsType_t;
+
 typedef struct {
   size_t size;                   /* sizeof(vigilMoeConfig) */
   int64_t epWorldSize, epRankId; /* declared; must equal the communicator's size and rank */
@@ -201,8 +214,8 @@ typedef struct {
   int64_t hidden;                /* H */
   int64_t topK;                  /* K */
   int64_t maxTokensPerRank;      /* BS upper bound, same on all ranks */
-  int quantMode;                 /* 0 none, 2 dynamic int8 per token */
-  int expertTokenNumsType;       /* 0 prefix sum, 1 counts */
+  int quantMode;                 /* a vigilMoeQuantMode_t */
+  int expertTokenNumsType;       /* a vigilMoeExpertTokenNumsType_t */
 } vigilMoeConfig;
 
 typedef struct { /* inputs */
@@ -213,7 +226,7 @@ typedef struct { /* inputs */
   const float* expertScales; /* [BS,K] or NULL */
   const uint8_t* activeMask;
   int activeMaskDims;        /* NULL, [BS] (1) or [BS,K] (2) */
-  const float* smoothScales; /* [Sh+E,H] or NULL (quantMode 2 only) */
+  const float* smoothScales; /* [Sh+E,H] or NULL (vigilMoeQuantDynamicInt8 only) */
   /* outputs */
   void* expandX;
   int64_t expandXRows;      /* [A,H] in xType, or int8 when quantised */

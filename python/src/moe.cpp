@@ -27,8 +27,8 @@ struct MoeConfig {
   int64_t maxTokensPerRank = 0;
   int64_t sharedExpertNum = 0;
   int64_t sharedExpertRankNum = 0;
-  int quantMode = 0;
-  int expertTokenNumsType = 1;
+  int quantMode = vigilMoeQuantNone;
+  int expertTokenNumsType = vigilMoeExpertTokenNumsCount;
   std::optional<int64_t> epWorldSize;
   std::optional<int64_t> epRankId;
 
@@ -197,7 +197,7 @@ void prepareDispatch(DispatchCall& call, const Comm& comm, const MoeConfig& conf
   // Outputs: the capacity A the C API asks for (trimmed to the rows received afterwards).
   const int64_t capacity = std::max<int64_t>(vigilMoeRequiredRows(&cfg, comm.rank()), 0);
   const int64_t L = config.localExperts(comm.size(), comm.rank());
-  const bool quantised = cfg.quantMode == 2;
+  const bool quantised = cfg.quantMode == vigilMoeQuantDynamicInt8;
   call.expandX = newArray(quantised ? py::dtype("int8") : xs.dtype(), {capacity, H});
   call.expandScales = newArray(py::dtype("float32"), {capacity});
   call.dynamicScales = newArray(py::dtype("float32"), {quantised ? capacity : 0});
@@ -237,7 +237,7 @@ MoeDispatch dispatch(Comm& comm, const py::object& x, const py::object& expertId
   const py::slice rows(0, call.recvRows, 1);
   result.expandX = call.expandX[rows];
   result.expandScales = call.expandScales[rows];
-  result.dynamicScales = cfg.quantMode == 2 ? py::object(call.dynamicScales[rows]) : py::none();
+  result.dynamicScales = cfg.quantMode == vigilMoeQuantDynamicInt8 ? py::object(call.dynamicScales[rows]) : py::none();
   result.expertTokenNums = call.tokenNums;
   result.epRecvCounts = call.recvCounts;
   result.recvRows = call.recvRows;
@@ -303,6 +303,15 @@ py::array combine(Comm& comm, const py::object& handleOrDispatch, const py::obje
 void registerMoe(py::module_& m, py::class_<Comm, std::shared_ptr<Comm>>& cls) {
   py::options options;
   options.disable_function_signatures();
+  py::enum_<vigilMoeQuantMode_t>(m, "MoeQuantMode",
+                                 "MoeConfig.quant_mode (vigilMoeQuantMode_t); the integers 0 and 2 work too.")
+      .value("NONE", vigilMoeQuantNone, "Rows travel in their type.")
+      .value("DYNAMIC_INT8", vigilMoeQuantDynamicInt8, "Rows travel as int8 with one scale per row.");
+  py::enum_<vigilMoeExpertTokenNumsType_t>(
+      m, "MoeExpertTokenNums",
+      "MoeConfig.expert_token_nums_type (vigilMoeExpertTokenNumsType_t); the integers 0 and 1 work too.")
+      .value("PREFIX_SUM", vigilMoeExpertTokenNumsPrefixSum, "Rows of local experts 0..j (inclusive prefix sum).")
+      .value("COUNT", vigilMoeExpertTokenNumsCount, "Rows of local expert j.");
   py::class_<MoeConfig>(m, "MoeConfig",
                         "MoeConfig(*, moe_expert_num, hidden, top_k, max_tokens_per_rank, shared_expert_num=0,\n"
                         "          shared_expert_rank_num=0, quant_mode=0, expert_token_nums_type=1,\n"

@@ -107,6 +107,29 @@ def test_quantised_dispatch_sends_int8_rows_with_scales():
             assert d.dynamic_scales[i] == np.float32(1) / scale
 
 
+def test_mode_enums_equal_their_integers():
+    assert int(vigil.MoeQuantMode.NONE) == 0 and int(vigil.MoeQuantMode.DYNAMIC_INT8) == 2
+    assert int(vigil.MoeExpertTokenNums.PREFIX_SUM) == 0 and int(vigil.MoeExpertTokenNums.COUNT) == 1
+    world, experts = 2, 4
+    inputs = make_inputs(world, experts, 6)
+    common = dict(moe_expert_num=experts, hidden=H, top_k=K, max_tokens_per_rank=6)
+    by_value = vigil.MoeConfig(**common, quant_mode=2, expert_token_nums_type=0)
+    by_enum = vigil.MoeConfig(
+        **common,
+        quant_mode=vigil.MoeQuantMode.DYNAMIC_INT8,
+        expert_token_nums_type=vigil.MoeExpertTokenNums.PREFIX_SUM,
+    )
+    assert (by_enum.quant_mode, by_enum.expert_token_nums_type) == (2, 0)
+
+    def body(comm):
+        x, ids, _ = inputs[comm.rank]
+        return comm.moe_dispatch(x, ids, by_value), comm.moe_dispatch(x, ids, by_enum)
+
+    for a, b in run_ranks(world, body):
+        for field in ("expand_x", "dynamic_scales", "expand_scales", "expert_token_nums", "ep_recv_counts"):
+            np.testing.assert_array_equal(getattr(a, field), getattr(b, field))
+
+
 def test_bfloat16_rows_and_masks():
     world, experts = 2, 2
     config = vigil.MoeConfig(moe_expert_num=experts, hidden=H, top_k=1, max_tokens_per_rank=4)

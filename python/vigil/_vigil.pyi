@@ -51,6 +51,32 @@ class ReduceOp:
     def __int__(self) -> int: ...
     def __index__(self) -> int: ...
 
+class MoeQuantMode:
+    """MoeConfig.quant_mode (a pybind11 enum); the integers 0 and 2 work too."""
+
+    NONE: ClassVar["MoeQuantMode"]
+    DYNAMIC_INT8: ClassVar["MoeQuantMode"]
+    def __init__(self, value: int) -> None: ...
+    @property
+    def name(self) -> str: ...
+    @property
+    def value(self) -> int: ...
+    def __int__(self) -> int: ...
+    def __index__(self) -> int: ...
+
+class MoeExpertTokenNums:
+    """MoeConfig.expert_token_nums_type (a pybind11 enum); the integers 0 and 1 work too."""
+
+    PREFIX_SUM: ClassVar["MoeExpertTokenNums"]
+    COUNT: ClassVar["MoeExpertTokenNums"]
+    def __init__(self, value: int) -> None: ...
+    @property
+    def name(self) -> str: ...
+    @property
+    def value(self) -> int: ...
+    def __int__(self) -> int: ...
+    def __index__(self) -> int: ...
+
 class Work:
     """An operation issued with async_op=True."""
 
@@ -86,8 +112,8 @@ class MoeConfig:
         max_tokens_per_rank: int,
         shared_expert_num: int = 0,
         shared_expert_rank_num: int = 0,
-        quant_mode: int = 0,
-        expert_token_nums_type: int = 1,
+        quant_mode: Union[int, MoeQuantMode] = 0,
+        expert_token_nums_type: Union[int, MoeExpertTokenNums] = 1,
         ep_world_size: Optional[int] = None,
         ep_rank_id: Optional[int] = None,
     ) -> None: ...

@@ -1,7 +1,9 @@
 // MoE combine: every (local expert, source) block goes back to its source,
 // which sums the rows of each token in slot order.
 
+#include <algorithm>
 #include <cstring>
+#include <vector>
 
 #include "core/dtype.hpp"
 #include "moe/moe.hpp"
@@ -42,6 +44,101 @@ void checkCombine(const Communicator& comm, const vigilMoeConfig* cfg, const Han
   }
 }
 
+namespace {
+
+// Every (local expert, source) block back to its source, one message per
+// source; rows from every destination into staging, in the order that
+// destination received them (local expert, token). This rank's own rows
+// stay where they are.
+void returnRows(Communicator& comm, const Handle& h, const uint8_t* expertOut, uint8_t* staging, size_t rowBytes) {
+  const int me = comm.rank(), W = comm.nranks();
+  const int64_t L = h.localExperts;
+  Messages messages(static_cast<size_t>(W * L + W));
+  for (int r = 0; r < W; ++r) {
+    if (r == me) continue;
+    for (int64_t j = 0; j < L; ++j) {
+      const size_t b = static_cast<size_t>(r * L + j);
+      messages.piece(expertOut + static_cast<size_t>(h.blockStart[b]) * rowBytes,
+                     static_cast<size_t>(h.blockRows[b]) * rowBytes);
+    }
+    messages.end(OpKind::Send, r);
+  }
+  for (int d = 0; d < W; ++d) {
+    if (d == me) continue;
+    const auto first = static_cast<size_t>(h.stagingBase[static_cast<size_t>(d)]);
+    messages.piece(staging + first * rowBytes,
+                   static_cast<size_t>(h.stagingBase[static_cast<size_t>(d) + 1]) * rowBytes - first * rowBytes);
+    messages.end(OpKind::Recv, d);
+  }
+  std::vector<OpDesc>& ops = messages.ops();
+  if (!ops.empty()) comm.runPointToPoint(ops);
+}
+
+// Row `idx` of the staging order: received into staging, or one of this
+// rank's own rows, which never left expandX.
+class StagedRows {
+ public:
+  StagedRows(int me, const Handle& h, const uint8_t* expertOut, const uint8_t* staging, size_t rowBytes)
+      : staging_(staging),
+        rowBytes_(rowBytes),
+        ownFirst_(h.stagingBase[static_cast<size_t>(me)]),
+        ownRows_(static_cast<size_t>(h.stagingBase[static_cast<size_t>(me) + 1] - ownFirst_)) {
+    for (int64_t j = 0, k = 0; j < h.localExperts; ++j) {
+      const size_t b = static_cast<size_t>(me * h.localExperts + j);
+      for (int64_t i = 0; i < h.blockRows[b]; ++i)
+        ownRows_[static_cast<size_t>(k++)] = expertOut + static_cast<size_t>(h.blockStart[b] + i) * rowBytes;
+    }
+  }
+  const uint8_t* operator[](int64_t idx) const {
+    const int64_t own = idx - ownFirst_;
+    return own >= 0 && own < static_cast<int64_t>(ownRows_.size()) ? ownRows_[static_cast<size_t>(own)]
+                                                                   : staging_ + static_cast<size_t>(idx) * rowBytes_;
+  }
+
+ private:
+  const uint8_t* staging_;
+  size_t rowBytes_;
+  int64_t ownFirst_;
+  std::vector<const uint8_t*> ownRows_;
+};
+
+// out[t] = sum of w * row over active routed slots, then the shared
+// experts' rows, then sharedExpertX, in float32, rounded once.
+void sumPerToken(const vigilMoeConfig& cfg, const Handle& h, const vigilMoeCombineArgs& a, const StagedRows& rows) {
+  const int64_t H = cfg.hidden, K = cfg.topK, Sh = cfg.sharedExpertNum;
+  const size_t rowBytes = static_cast<size_t>(H) * dtypeSize(a.xType);
+  auto* out = static_cast<uint8_t*>(a.out);
+  const auto* shared = static_cast<const uint8_t*>(a.sharedExpertX);
+  std::vector<float> acc(static_cast<size_t>(H));
+  // acc += w * row, the row widened to float32.
+  auto addRow = [&](const uint8_t* src, float w) {
+    reduce::weightedAccumulate(acc.data(), w, src, static_cast<size_t>(H), a.xType);
+  };
+  for (int64_t t = 0; t < h.bs; ++t) {
+    std::fill(acc.begin(), acc.end(), 0.0f);
+    bool any = false;
+    for (int64_t slot = 0; slot < K + Sh; ++slot) {
+      const int64_t idx = h.rowOf[static_cast<size_t>(t * h.slots + slot)];
+      if (idx < 0) continue;
+      any = true;
+      addRow(rows[idx], slot < K && a.expertScales ? a.expertScales[t * K + slot] : 1.0f);
+    }
+    uint8_t* dst = out + static_cast<size_t>(t) * rowBytes;
+    if (!any) {
+      std::memset(dst, 0, rowBytes);  // a token with no active slot
+      continue;
+    }
+    if (shared != nullptr) addRow(shared + static_cast<size_t>(t) * rowBytes, 1.0f);
+    if (a.xType == vigilFloat32) {
+      std::memcpy(dst, acc.data(), rowBytes);
+    } else {
+      for (int64_t i = 0; i < H; ++i) storeFloat(dst, i, a.xType, acc[static_cast<size_t>(i)]);
+    }
+  }
+}
+
+}  // namespace
+
 void combine(const std::shared_ptr<Communicator>& commPtr, const vigilMoeConfig* cfg, const Handle* h,
              const vigilMoeCombineArgs* a, void* workspace, size_t workspaceBytes,
              const std::optional<Error>& refused) {
@@ -63,79 +160,11 @@ void combine(const std::shared_ptr<Communicator>& commPtr, const vigilMoeConfig*
     comm.error(Errc::MoeBadHandle).op(kCall).cause(e.text().substr(e.text().find("ranks disagree"))).raise();
   }
 
-  const int me = comm.rank(), W = comm.nranks();
-  const int64_t H = cfg->hidden, K = cfg->topK, Sh = cfg->sharedExpertNum, L = h->localExperts;
-  const size_t row = static_cast<size_t>(H) * dtypeSize(a->xType);
+  const size_t rowBytes = static_cast<size_t>(cfg->hidden) * dtypeSize(a->xType);
   auto* staging = static_cast<uint8_t*>(workspace);
   const auto* expertOut = static_cast<const uint8_t*>(a->expandX);
-
-  // Blocks back to their sources, one message per source; rows from every
-  // destination into staging, in the order that destination received them
-  // (local expert, token). This rank's own rows stay where they are.
-  Messages messages(static_cast<size_t>(W * L + W));
-  for (int r = 0; r < W; ++r) {
-    if (r == me) continue;
-    for (int64_t j = 0; j < L; ++j) {
-      const size_t b = static_cast<size_t>(r * L + j);
-      messages.piece(expertOut + static_cast<size_t>(h->blockStart[b]) * row,
-                     static_cast<size_t>(h->blockRows[b]) * row);
-    }
-    messages.end(OpKind::Send, r);
-  }
-  for (int d = 0; d < W; ++d) {
-    if (d == me) continue;
-    const auto first = static_cast<size_t>(h->stagingBase[static_cast<size_t>(d)]);
-    messages.piece(staging + first * row,
-                   static_cast<size_t>(h->stagingBase[static_cast<size_t>(d) + 1]) * row - first * row);
-    messages.end(OpKind::Recv, d);
-  }
-  std::vector<OpDesc>& ops = messages.ops();
-  if (!ops.empty()) comm.runPointToPoint(ops);
-
-  // Row `idx` of the staging order: received, or one of this rank's own in expandX.
-  const int64_t ownFirst = h->stagingBase[static_cast<size_t>(me)];
-  std::vector<const uint8_t*> ownRows(static_cast<size_t>(h->stagingBase[static_cast<size_t>(me) + 1] - ownFirst));
-  for (int64_t j = 0, k = 0; j < L; ++j) {
-    const size_t b = static_cast<size_t>(me * L + j);
-    for (int64_t i = 0; i < h->blockRows[b]; ++i)
-      ownRows[static_cast<size_t>(k++)] = expertOut + static_cast<size_t>(h->blockStart[b] + i) * row;
-  }
-  auto rowAt = [&](int64_t idx) {
-    const int64_t o = idx - ownFirst;
-    return o >= 0 && o < static_cast<int64_t>(ownRows.size()) ? ownRows[static_cast<size_t>(o)]
-                                                              : staging + static_cast<size_t>(idx) * row;
-  };
-
-  // out[t] = sum of w * row over active routed slots, then the shared
-  // experts' rows, then sharedExpertX, in float32, rounded once.
-  auto* out = static_cast<uint8_t*>(a->out);
-  const auto* shared = static_cast<const uint8_t*>(a->sharedExpertX);
-  std::vector<float> acc(static_cast<size_t>(H));
-  // acc += w * row, the row widened to float32.
-  auto addRow = [&](const uint8_t* src, float w) {
-    reduce::weightedAccumulate(acc.data(), w, src, static_cast<size_t>(H), a->xType);
-  };
-  for (int64_t t = 0; t < h->bs; ++t) {
-    std::fill(acc.begin(), acc.end(), 0.0f);
-    bool any = false;
-    for (int64_t slot = 0; slot < K + Sh; ++slot) {
-      const int64_t idx = h->rowOf[static_cast<size_t>(t * h->slots + slot)];
-      if (idx < 0) continue;
-      any = true;
-      addRow(rowAt(idx), slot < K && a->expertScales ? a->expertScales[t * K + slot] : 1.0f);
-    }
-    uint8_t* dst = out + static_cast<size_t>(t) * row;
-    if (!any) {
-      std::memset(dst, 0, row);  // a token with no active slot
-      continue;
-    }
-    if (shared != nullptr) addRow(shared + static_cast<size_t>(t) * row, 1.0f);
-    if (a->xType == vigilFloat32) {
-      std::memcpy(dst, acc.data(), row);
-    } else {
-      for (int64_t i = 0; i < H; ++i) storeFloat(dst, i, a->xType, acc[static_cast<size_t>(i)]);
-    }
-  }
+  returnRows(comm, *h, expertOut, staging, rowBytes);
+  sumPerToken(*cfg, *h, *a, StagedRows(comm.rank(), *h, expertOut, staging, rowBytes));
 }
 
 }  // namespace vigil::moe

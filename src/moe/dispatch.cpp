@@ -1,4 +1,6 @@
-// MoE dispatch: the handshake, the counts, the rows.
+// MoE dispatch: the handshake, then its steps: planRoutes (top-k ids to
+// destinations), exchangeCounts, layOutReceive and layOutStaging (where every
+// row lands and leaves from), exchangeRows (packing, int8, the data exchange).
 
 #include <algorithm>
 #include <cmath>
@@ -139,6 +141,368 @@ void agree(Communicator& comm, const char* call, const vigilMoeConfig* cfg, int6
   }
 }
 
+namespace {
+
+size_t toSize(int64_t n) {
+  return static_cast<size_t>(n);
+}
+
+// One active (token, slot) of this rank: the row it sends, where, and what
+// travels with it.
+struct Route {
+  int32_t token, slot;
+  int64_t destRank, localExpert, smoothRow;
+  float weight;
+};
+
+// What the steps of one dispatch hand on to each other, for a config and
+// arguments that passed the local checks and the handshake. The part of the
+// routing that combine needs as well lives in the handle.
+struct DispatchPlan {
+  DispatchPlan(const Communicator& comm, const vigilMoeConfig& config, const vigilMoeDispatchArgs& arguments,
+               Handle& into)
+      : cfg(config),
+        args(arguments),
+        handle(into),
+        placement(config),
+        me(comm.rank()),
+        worldSize(comm.nranks()),
+        topK(config.topK),
+        sharedExperts(config.sharedExpertNum),
+        slots(config.topK + config.sharedExpertNum),
+        hidden(config.hidden),
+        localExperts(placement.localExperts(comm.rank())),
+        quantised(config.quantMode == vigilMoeQuantDynamicInt8),
+        inRowBytes(toSize(config.hidden) * dtypeSize(arguments.xType)),
+        outRowBytes(quantised ? toSize(config.hidden) : inRowBytes) {}
+
+  const vigilMoeConfig& cfg;
+  const vigilMoeDispatchArgs& args;
+  Handle& handle;
+  const Placement placement;
+  const int me, worldSize;
+  const int64_t topK, sharedExperts, slots, hidden;
+  const int64_t localExperts;  // L of this rank
+  const bool quantised;
+  const size_t inRowBytes, outRowBytes;  // a row of x; a row of expandX
+
+  std::vector<Route> routes;               // planRoutes: the active slots, in (token, slot) order
+  std::vector<int64_t> recvCount;          // exchangeCounts: [source * L + j] rows from each source
+  int64_t recvRows = 0;                    // layOutReceive
+  std::vector<int32_t> routeOfStagingRow;  // layOutStaging: staging index -> index in `routes`
+
+  int64_t stagingRows(int dest) const {
+    return handle.stagingBase[toSize(dest) + 1] - handle.stagingBase[toSize(dest)];
+  }
+};
+
+// Planning: the active slots of every token, each with its destination rank
+// and local expert there, and the rows per (destination, local expert).
+void planRoutes(DispatchPlan& plan) {
+  const vigilMoeDispatchArgs& a = plan.args;
+  const Placement& placement = plan.placement;
+  Handle& h = plan.handle;
+  const int W = plan.worldSize;
+  const int64_t K = plan.topK;
+  h.destBase.assign(toSize(W) + 1, 0);
+  for (int d = 0; d < W; ++d) h.destBase[toSize(d) + 1] = h.destBase[toSize(d)] + placement.localExperts(d);
+  h.sendCount.assign(toSize(h.destBase[toSize(W)]), 0);
+
+  std::vector<Route>& routes = plan.routes;
+  routes.reserve(toSize(a.bs * plan.slots));
+  for (int64_t t = 0; t < a.bs; ++t) {
+    if (a.activeMask != nullptr && a.activeMaskDims == 1 && a.activeMask[t] == 0) continue;
+    for (int64_t k = 0; k < K; ++k) {
+      const int32_t e = a.expertIds[t * K + k];
+      if (e < 0 || (a.activeMask != nullptr && a.activeMaskDims == 2 && a.activeMask[t * K + k] == 0)) continue;
+      routes.push_back({static_cast<int32_t>(t), static_cast<int32_t>(k), placement.routedRank(e),
+                        placement.routedLocal(e), plan.sharedExperts + e,
+                        a.expertScales ? a.expertScales[t * K + k] : 1.0f});
+    }
+    for (int64_t s = 0; s < plan.sharedExperts; ++s) {
+      routes.push_back(
+          {static_cast<int32_t>(t), static_cast<int32_t>(K + s), placement.sharedRank(s, plan.me), 0, s, 1.0f});
+    }
+  }
+  for (const Route& r : routes) ++h.sendCount[toSize(h.destBase[toSize(r.destRank)] + r.localExpert)];
+}
+
+// Count exchange: an all-to-all of rows per (destination, local expert), so
+// that every rank learns how many rows each source sends to each of its experts.
+void exchangeCounts(Communicator& comm, DispatchPlan& plan) {
+  const int W = plan.worldSize;
+  const int64_t L = plan.localExperts;
+  plan.recvCount.assign(toSize(W * L), 0);
+  std::vector<size_t> sendCounts(toSize(W)), sendDispls(toSize(W)), recvCounts(toSize(W)), recvDispls(toSize(W));
+  for (int d = 0; d < W; ++d) {
+    sendCounts[toSize(d)] = toSize(plan.placement.localExperts(d));
+    sendDispls[toSize(d)] = toSize(plan.handle.destBase[toSize(d)]);
+    recvCounts[toSize(d)] = toSize(L);
+    recvDispls[toSize(d)] = toSize(d * L);
+  }
+  OpDesc op;
+  op.kind = OpKind::AllToAllV;
+  op.send = plan.handle.sendCount.data();
+  op.recv = plan.recvCount.data();
+  op.dtype = vigilInt64;
+  op.sendcounts = sendCounts.data();
+  op.sdispls = sendDispls.data();
+  op.recvcounts = recvCounts.data();
+  op.rdispls = recvDispls.data();
+  comm.run(op);
+}
+
+// Receive layout: blocks ordered by (local expert, source rank), with
+// epRecvCounts and expertTokenNums describing them.
+void layOutReceive(const Communicator& comm, DispatchPlan& plan) {
+  const vigilMoeDispatchArgs& a = plan.args;
+  Handle& h = plan.handle;
+  const int W = plan.worldSize;
+  const int64_t L = plan.localExperts;
+  const bool perExpertCounts = plan.cfg.expertTokenNumsType == vigilMoeExpertTokenNumsCount;
+  h.blockStart.assign(toSize(W * L), 0);
+  h.blockRows.assign(toSize(W * L), 0);
+  int64_t total = 0;
+  for (int64_t j = 0; j < L; ++j) {
+    int64_t expertRows = 0;
+    for (int r = 0; r < W; ++r) {
+      const size_t block = toSize(r * L + j);
+      h.blockStart[block] = total;
+      h.blockRows[block] = plan.recvCount[block];
+      total += plan.recvCount[block];
+      expertRows += plan.recvCount[block];
+      a.epRecvCounts[j * W + r] = static_cast<int32_t>(total);
+    }
+    a.expertTokenNums[j] = perExpertCounts ? expertRows : total;
+  }
+  if (total > a.expandXRows) {
+    comm.error(Errc::Internal)
+        .op("vigilMoeDispatch")
+        .cause("peers announced ", total, " rows for ", a.expandXRows, " rows of capacity")
+        .raise();
+  }
+  h.recvRows = total;
+  plan.recvRows = total;
+}
+
+// Staging order: per destination, its rows by (local expert, token). It is
+// the order they travel in, and where combine brings them back to.
+void layOutStaging(DispatchPlan& plan) {
+  Handle& h = plan.handle;
+  const int W = plan.worldSize;
+  std::vector<int64_t> next(h.sendCount.size());  // next staging index per (destination, local expert)
+  h.stagingBase.assign(toSize(W) + 1, 0);
+  for (int d = 0; d < W; ++d) {
+    int64_t sent = 0;
+    for (int64_t i = h.destBase[toSize(d)]; i < h.destBase[toSize(d) + 1]; ++i) {
+      next[toSize(i)] = sent;
+      sent += h.sendCount[toSize(i)];
+    }
+    h.stagingBase[toSize(d) + 1] = h.stagingBase[toSize(d)] + sent;
+  }
+  h.sentRows = h.stagingBase[toSize(W)];
+  h.sentTokens.assign(toSize(W), {});
+  h.sentSlots.assign(toSize(W), {});
+  for (int d = 0; d < W; ++d) {
+    h.sentTokens[toSize(d)].resize(toSize(plan.stagingRows(d)));
+    h.sentSlots[toSize(d)].resize(toSize(plan.stagingRows(d)));
+  }
+  h.rowOf.assign(toSize(plan.args.bs * plan.slots), -1);
+  plan.routeOfStagingRow.resize(toSize(h.sentRows));
+  for (size_t i = 0; i < plan.routes.size(); ++i) {
+    const Route& r = plan.routes[i];
+    const auto d = toSize(r.destRank);
+    const int64_t idx = next[toSize(h.destBase[d] + r.localExpert)]++;
+    h.sentTokens[d][toSize(idx)] = r.token;
+    h.sentSlots[d][toSize(idx)] = r.slot;
+    h.rowOf[toSize(r.token * plan.slots + r.slot)] = h.stagingBase[d] + idx;
+    plan.routeOfStagingRow[toSize(h.stagingBase[d] + idx)] = static_cast<int32_t>(i);
+  }
+}
+
+// Packing: each destination's rows as the receiver stores them, with their
+// weights and, when quantised, their scales. A peer's part goes to the
+// workspace, [int8 rows][weights][scales] when quantised, else [weights]
+// (unquantised rows travel straight from x); this rank's own rows go
+// straight to their blocks of expandX. It runs one destination at a time
+// while the transfers wait, and marks that destination's message ready.
+class RowPacker final : public ExchangeWork {
+ public:
+  RowPacker(const DispatchPlan& plan, void* workspace);
+
+  uint8_t* packedPart(int dest) const { return workspace_ + packedAt_[toSize(dest)]; }
+  float* weightsOut() const { return weightsOut_; }
+  const bool* ready() const { return ready_.get(); }
+
+  // One destination per unit, starting after this rank (each rank feeds a
+  // different peer first) and ending with this rank's own rows.
+  bool pending() const override { return done_ < plan_.worldSize; }
+  void runOne() override {
+    const int dest = (plan_.me + 1 + done_++) % plan_.worldSize;
+    if (dest == plan_.me) {
+      packOwnRows();
+    } else {
+      packPeerRows(dest);
+    }
+    ready_[toSize(dest)] = true;
+  }
+
+ private:
+  void packOwnRows();
+  void packPeerRows(int dest);
+  void packRow(const Route& route, uint8_t* row, uint8_t* weight, uint8_t* scale);
+  void quantiseRow(const uint8_t* src, const Route& route, uint8_t* row, uint8_t* scale);
+
+  const DispatchPlan& plan_;
+  uint8_t* const workspace_;
+  std::vector<size_t> packedAt_;       // workspace offset of each destination's part
+  std::vector<float> droppedWeights_;  // where the weights land when expandScales is NULL
+  float* weightsOut_;
+  std::vector<float> scaledRow_;  // the row being quantised, times its smooth scales
+  std::unique_ptr<bool[]> ready_;
+  int done_ = 0;
+};
+
+RowPacker::RowPacker(const DispatchPlan& plan, void* workspace)
+    : plan_(plan),
+      workspace_(static_cast<uint8_t*>(workspace)),
+      packedAt_(toSize(plan.worldSize)),
+      droppedWeights_(plan.args.expandScales ? 0 : toSize(plan.recvRows)),
+      weightsOut_(plan.args.expandScales ? plan.args.expandScales : droppedWeights_.data()),
+      scaledRow_(plan.quantised ? toSize(plan.hidden) : 0),
+      ready_(std::make_unique<bool[]>(toSize(plan.worldSize))) {
+  const size_t perRow = (plan.quantised ? plan.outRowBytes + sizeof(float) : 0) + sizeof(float);
+  size_t offset = 0;
+  for (int d = 0; d < plan.worldSize; ++d) {
+    packedAt_[toSize(d)] = offset;
+    if (d != plan.me) offset += toSize(plan.stagingRows(d)) * perRow;
+  }
+}
+
+void RowPacker::packOwnRows() {
+  const DispatchPlan& plan = plan_;
+  const Handle& h = plan.handle;
+  auto* expandX = static_cast<uint8_t*>(plan.args.expandX);
+  int64_t idx = h.stagingBase[toSize(plan.me)];
+  for (int64_t j = 0; j < plan.localExperts; ++j) {
+    const size_t block = toSize(plan.me * plan.localExperts + j);
+    for (int64_t k = 0; k < h.blockRows[block]; ++k, ++idx) {
+      const int64_t row = h.blockStart[block] + k;
+      packRow(plan.routes[toSize(plan.routeOfStagingRow[toSize(idx)])], expandX + toSize(row) * plan.outRowBytes,
+              reinterpret_cast<uint8_t*>(weightsOut_ + row),
+              plan.quantised ? reinterpret_cast<uint8_t*>(plan.args.dynamicScales + row) : nullptr);
+    }
+  }
+}
+
+void RowPacker::packPeerRows(int dest) {
+  const DispatchPlan& plan = plan_;
+  const int64_t first = plan.handle.stagingBase[toSize(dest)];
+  const auto n = toSize(plan.stagingRows(dest));
+  uint8_t* part = packedPart(dest);
+  uint8_t* weights = part + (plan.quantised ? n * plan.outRowBytes : 0);
+  uint8_t* scales = weights + n * sizeof(float);
+  for (size_t k = 0; k < n; ++k) {
+    packRow(plan.routes[toSize(plan.routeOfStagingRow[toSize(first) + k])],
+            plan.quantised ? part + k * plan.outRowBytes : nullptr, weights + k * sizeof(float),
+            plan.quantised ? scales + k * sizeof(float) : nullptr);
+  }
+}
+
+// One row as the receiver stores it (`row` NULL: it travels from x as it
+// is), with its weight and, when quantised, its scale.
+void RowPacker::packRow(const Route& route, uint8_t* row, uint8_t* weight, uint8_t* scale) {
+  if (weight != nullptr) std::memcpy(weight, &route.weight, sizeof(float));  // the workspace may be unaligned
+  const uint8_t* src = static_cast<const uint8_t*>(plan_.args.x) + toSize(route.token) * plan_.inRowBytes;
+  if (!plan_.quantised) {
+    if (row != nullptr) std::memcpy(row, src, plan_.inRowBytes);
+    return;
+  }
+  quantiseRow(src, route, row, scale);
+}
+
+// Dynamic int8 per row (moe.md "Quantisation"), fused into the packing.
+void RowPacker::quantiseRow(const uint8_t* src, const Route& route, uint8_t* row, uint8_t* scale) {
+  const vigilMoeDispatchArgs& a = plan_.args;
+  const int64_t H = plan_.hidden;
+  const float* smooth = a.smoothScales ? a.smoothScales + route.smoothRow * H : nullptr;
+  float amax = 0.0f;
+  for (int64_t i = 0; i < H; ++i) {
+    scaledRow_[toSize(i)] = loadFloat(src, i, a.xType) * (smooth ? smooth[i] : 1.0f);
+    amax = std::max(amax, std::fabs(scaledRow_[toSize(i)]));
+  }
+  const float s = amax > 0.0f ? 127.0f / amax : 1.0f;
+  for (int64_t i = 0; i < H; ++i) {
+    const float q = std::clamp(std::nearbyint(scaledRow_[toSize(i)] * s), -127.0f, 127.0f);
+    row[i] = static_cast<uint8_t>(static_cast<int8_t>(q));
+  }
+  const float inverse = 1.0f / s;
+  std::memcpy(scale, &inverse, sizeof(float));
+}
+
+// One message to each peer: [rows][weights][scales] in staging order.
+// Unquantised rows are gathered straight from x; the rest is packed.
+void describeSends(Messages& messages, const DispatchPlan& plan, const RowPacker& packer) {
+  const auto* x = static_cast<const uint8_t*>(plan.args.x);
+  for (int d = 0; d < plan.worldSize; ++d) {
+    if (d == plan.me) continue;
+    const int64_t first = plan.handle.stagingBase[toSize(d)];
+    const auto n = toSize(plan.stagingRows(d));
+    if (plan.quantised) {
+      messages.piece(packer.packedPart(d), n * (plan.outRowBytes + 2 * sizeof(float)));
+    } else {
+      for (size_t k = 0; k < n; ++k) {
+        const Route& route = plan.routes[toSize(plan.routeOfStagingRow[toSize(first) + k])];
+        messages.piece(x + toSize(route.token) * plan.inRowBytes, plan.inRowBytes);
+      }
+      messages.piece(packer.packedPart(d), n * sizeof(float));
+    }
+    messages.end(OpKind::Send, d);
+  }
+}
+
+// One message from each peer, scattered on arrival into its block of every
+// local expert: the rows, then the weights, then the scales.
+void describeReceives(Messages& messages, const DispatchPlan& plan, const RowPacker& packer) {
+  const Handle& h = plan.handle;
+  const int64_t L = plan.localExperts;
+  auto* expandX = static_cast<uint8_t*>(plan.args.expandX);
+  for (int r = 0; r < plan.worldSize; ++r) {
+    if (r == plan.me) continue;
+    for (int64_t j = 0; j < L; ++j) {
+      const size_t block = toSize(r * L + j);
+      messages.piece(expandX + toSize(h.blockStart[block]) * plan.outRowBytes,
+                     toSize(h.blockRows[block]) * plan.outRowBytes);
+    }
+    for (int64_t j = 0; j < L; ++j) {
+      const size_t block = toSize(r * L + j);
+      messages.piece(packer.weightsOut() + h.blockStart[block], toSize(h.blockRows[block]) * sizeof(float));
+    }
+    if (plan.quantised) {
+      for (int64_t j = 0; j < L; ++j) {
+        const size_t block = toSize(r * L + j);
+        messages.piece(plan.args.dynamicScales + h.blockStart[block], toSize(h.blockRows[block]) * sizeof(float));
+      }
+    }
+    messages.end(OpKind::Recv, r);
+  }
+}
+
+// Pack and exchange: one message per peer and direction, each destination's
+// packing running while the messages to earlier ones travel.
+void exchangeRows(Communicator& comm, const DispatchPlan& plan, void* workspace) {
+  RowPacker packer(plan, workspace);
+  const auto W = toSize(plan.worldSize), L = toSize(plan.localExperts);
+  Messages messages(toSize(plan.handle.sentRows) + 3 * W * L + W);
+  describeSends(messages, plan, packer);
+  describeReceives(messages, plan, packer);
+  std::vector<OpDesc>& ops = messages.ops(packer.ready());
+  if (!ops.empty()) comm.runPointToPoint(ops, {}, &packer);
+  while (packer.pending()) packer.runOne();  // what the transfers did not wait for
+}
+
+}  // namespace
+
 void dispatch(const std::shared_ptr<Communicator>& commPtr, const vigilMoeConfig* cfgPtr,
               const vigilMoeDispatchArgs* argsPtr, void* workspace, size_t workspaceBytes, Handle& into,
               const std::optional<Error>& refused) {
@@ -154,265 +518,25 @@ void dispatch(const std::shared_ptr<Communicator>& commPtr, const vigilMoeConfig
         static_cast<int64_t>(dispatchId), "the dispatch number", own);
 
   // Every rank passed its checks and agrees: from here on, outputs are written.
-  const vigilMoeConfig& cfg = *cfgPtr;
-  const vigilMoeDispatchArgs& a = *argsPtr;
-  const Placement p(cfg);
-  const int me = comm.rank(), W = comm.nranks();
-  const int64_t K = cfg.topK, Sh = cfg.sharedExpertNum, slots = K + Sh, H = cfg.hidden, L = p.localExperts(me);
-  const bool quant = cfg.quantMode == 2;
-  const size_t inRow = static_cast<size_t>(H) * dtypeSize(a.xType);
-  const size_t outRow = quant ? static_cast<size_t>(H) : inRow;
+  DispatchPlan plan(comm, *cfgPtr, *argsPtr, into);
+  if (into.commId == nullptr) {  // else set when the dispatch was queued, and read meanwhile
+    into.comm = commPtr;
+    into.commId = &comm;
+    into.configDigest = configDigest(*cfgPtr);
+  }
+  into.dispatchId = dispatchId;
+  into.bs = argsPtr->bs;
+  into.hidden = plan.hidden;
+  into.slots = plan.slots;
+  into.localExperts = plan.localExperts;
 
-  Handle* const h = &into;
-  if (h->commId == nullptr) {  // else set when the dispatch was queued, and read meanwhile
-    h->comm = commPtr;
-    h->commId = &comm;
-    h->configDigest = configDigest(cfg);
-  }
-  h->dispatchId = dispatchId;
-  h->bs = a.bs;
-  h->hidden = H;
-  h->slots = slots;
-  h->localExperts = L;
-  h->destBase.assign(static_cast<size_t>(W) + 1, 0);
-  for (int d = 0; d < W; ++d)
-    h->destBase[static_cast<size_t>(d) + 1] = h->destBase[static_cast<size_t>(d)] + p.localExperts(d);
-  h->sendCount.assign(static_cast<size_t>(h->destBase[static_cast<size_t>(W)]), 0);
-
-  // The active slots of every token, in (token, slot) order.
-  struct Row {
-    int32_t token, slot;
-    int64_t dest, local, smoothRow;
-    float weight;
-  };
-  std::vector<Row> rows;
-  rows.reserve(static_cast<size_t>(a.bs * slots));
-  for (int64_t t = 0; t < a.bs; ++t) {
-    if (a.activeMask != nullptr && a.activeMaskDims == 1 && a.activeMask[t] == 0) continue;
-    for (int64_t k = 0; k < K; ++k) {
-      const int32_t e = a.expertIds[t * K + k];
-      if (e < 0 || (a.activeMask != nullptr && a.activeMaskDims == 2 && a.activeMask[t * K + k] == 0)) continue;
-      rows.push_back({static_cast<int32_t>(t), static_cast<int32_t>(k), p.routedRank(e), p.routedLocal(e), Sh + e,
-                      a.expertScales ? a.expertScales[t * K + k] : 1.0f});
-    }
-    for (int64_t s = 0; s < Sh; ++s) {
-      rows.push_back({static_cast<int32_t>(t), static_cast<int32_t>(K + s), p.sharedRank(s, me), 0, s, 1.0f});
-    }
-  }
-  for (const Row& r : rows) ++h->sendCount[static_cast<size_t>(h->destBase[static_cast<size_t>(r.dest)] + r.local)];
-
-  // Counts: an all-to-all of rows per (destination, local expert).
-  std::vector<int64_t> recvCount(static_cast<size_t>(W * L));
-  {
-    std::vector<size_t> sc(static_cast<size_t>(W)), sd(static_cast<size_t>(W)), rc(static_cast<size_t>(W)),
-        rd(static_cast<size_t>(W));
-    for (int d = 0; d < W; ++d) {
-      sc[static_cast<size_t>(d)] = static_cast<size_t>(p.localExperts(d));
-      sd[static_cast<size_t>(d)] = static_cast<size_t>(h->destBase[static_cast<size_t>(d)]);
-      rc[static_cast<size_t>(d)] = static_cast<size_t>(L);
-      rd[static_cast<size_t>(d)] = static_cast<size_t>(d * L);
-    }
-    OpDesc op;
-    op.kind = OpKind::AllToAllV;
-    op.send = h->sendCount.data();
-    op.recv = recvCount.data();
-    op.dtype = vigilInt64;
-    op.sendcounts = sc.data();
-    op.sdispls = sd.data();
-    op.recvcounts = rc.data();
-    op.rdispls = rd.data();
-    comm.run(op);
-  }
-
-  // The receive layout: blocks ordered by (local expert, source rank).
-  h->blockStart.assign(static_cast<size_t>(W * L), 0);
-  h->blockRows.assign(static_cast<size_t>(W * L), 0);
-  int64_t total = 0;
-  for (int64_t j = 0; j < L; ++j) {
-    int64_t expertRows = 0;
-    for (int r = 0; r < W; ++r) {
-      const size_t b = static_cast<size_t>(r * L + j);
-      h->blockStart[b] = total;
-      h->blockRows[b] = recvCount[b];
-      total += recvCount[b];
-      expertRows += recvCount[b];
-      a.epRecvCounts[j * W + r] = static_cast<int32_t>(total);
-    }
-    a.expertTokenNums[j] = cfg.expertTokenNumsType == 1 ? expertRows : total;
-  }
-  if (total > a.expandXRows) {
-    comm.error(Errc::Internal)
-        .op("vigilMoeDispatch")
-        .cause("peers announced ", total, " rows for ", a.expandXRows, " rows of capacity")
-        .raise();
-  }
-  h->recvRows = total;
-
-  // Staging order: per destination, its rows by (local expert, token). It
-  // is the order they travel in, and where combine brings them back to.
-  std::vector<int64_t> next(h->sendCount.size());  // next index per (destination, local expert)
-  h->stagingBase.assign(static_cast<size_t>(W) + 1, 0);
-  for (int d = 0; d < W; ++d) {
-    int64_t sent = 0;
-    for (int64_t i = h->destBase[static_cast<size_t>(d)]; i < h->destBase[static_cast<size_t>(d) + 1]; ++i) {
-      next[static_cast<size_t>(i)] = sent;
-      sent += h->sendCount[static_cast<size_t>(i)];
-    }
-    h->stagingBase[static_cast<size_t>(d) + 1] = h->stagingBase[static_cast<size_t>(d)] + sent;
-  }
-  h->sentRows = h->stagingBase[static_cast<size_t>(W)];
-  h->sentTokens.assign(static_cast<size_t>(W), {});
-  h->sentSlots.assign(static_cast<size_t>(W), {});
-  for (int d = 0; d < W; ++d) {
-    const auto n =
-        static_cast<size_t>(h->stagingBase[static_cast<size_t>(d) + 1] - h->stagingBase[static_cast<size_t>(d)]);
-    h->sentTokens[static_cast<size_t>(d)].resize(n);
-    h->sentSlots[static_cast<size_t>(d)].resize(n);
-  }
-  h->rowOf.assign(static_cast<size_t>(a.bs * slots), -1);
-  std::vector<int32_t> order(static_cast<size_t>(h->sentRows));  // staging index -> index in `rows`
-  for (size_t i = 0; i < rows.size(); ++i) {
-    const Row& r = rows[i];
-    const size_t d = static_cast<size_t>(r.dest);
-    const int64_t idx = next[static_cast<size_t>(h->destBase[d] + r.local)]++;
-    h->sentTokens[d][static_cast<size_t>(idx)] = r.token;
-    h->sentSlots[d][static_cast<size_t>(idx)] = r.slot;
-    h->rowOf[static_cast<size_t>(r.token * slots + r.slot)] = h->stagingBase[d] + idx;
-    order[static_cast<size_t>(h->stagingBase[d] + idx)] = static_cast<int32_t>(i);
-  }
-
-  // One message per peer and direction: [rows][weights][scales], each in
-  // (local expert, token) order. Unquantised rows go straight from x; the
-  // weights, and quantised rows with their scales, are packed per
-  // destination into the workspace, while earlier destinations' messages
-  // travel. The receiver scatters every message into its blocks in place.
-  auto* base = static_cast<uint8_t*>(workspace);
-  auto* expandX = static_cast<uint8_t*>(a.expandX);
-  const auto* x = static_cast<const uint8_t*>(a.x);
-  std::vector<float> droppedWeights(a.expandScales ? 0 : static_cast<size_t>(total));
-  float* weightsOut = a.expandScales ? a.expandScales : droppedWeights.data();
-  std::vector<size_t> packedAt(static_cast<size_t>(W));  // workspace offset of each destination's part
-  {
-    size_t ws = 0;
-    for (int d = 0; d < W; ++d) {
-      packedAt[static_cast<size_t>(d)] = ws;
-      if (d == me) continue;
-      const auto n =
-          static_cast<size_t>(h->stagingBase[static_cast<size_t>(d) + 1] - h->stagingBase[static_cast<size_t>(d)]);
-      ws += n * ((quant ? outRow + sizeof(float) : 0) + sizeof(float));
-    }
-  }
-  std::vector<float> v(quant ? static_cast<size_t>(H) : 0);
-  // One row as the receiver stores it, with its weight and scale.
-  auto packRow = [&](const Row& r, uint8_t* dst, uint8_t* weight, uint8_t* scale) {
-    if (weight != nullptr) std::memcpy(weight, &r.weight, sizeof(float));  // the workspace may be unaligned
-    const uint8_t* src = x + static_cast<size_t>(r.token) * inRow;
-    if (!quant) {
-      if (dst != nullptr) std::memcpy(dst, src, inRow);
-      return;
-    }
-    // Dynamic int8 per row, fused into the packing.
-    float amax = 0.0f;
-    const float* smooth = a.smoothScales ? a.smoothScales + r.smoothRow * H : nullptr;
-    for (int64_t i = 0; i < H; ++i) {
-      v[static_cast<size_t>(i)] = loadFloat(src, i, a.xType) * (smooth ? smooth[i] : 1.0f);
-      amax = std::max(amax, std::fabs(v[static_cast<size_t>(i)]));
-    }
-    const float s = amax > 0.0f ? 127.0f / amax : 1.0f;
-    for (int64_t i = 0; i < H; ++i) {
-      const float q = std::clamp(std::nearbyint(v[static_cast<size_t>(i)] * s), -127.0f, 127.0f);
-      dst[i] = static_cast<uint8_t>(static_cast<int8_t>(q));
-    }
-    const float inverse = 1.0f / s;
-    std::memcpy(scale, &inverse, sizeof(float));
-  };
-  // Destination d's rows: to this rank itself, straight to their final place.
-  auto pack = [&](int d) {
-    const int64_t first = h->stagingBase[static_cast<size_t>(d)];
-    const auto n = static_cast<size_t>(h->stagingBase[static_cast<size_t>(d) + 1] - first);
-    if (d == me) {
-      int64_t idx = first;
-      for (int64_t j = 0; j < L; ++j) {
-        const int64_t start = h->blockStart[static_cast<size_t>(me * L + j)];
-        for (int64_t k = 0; k < h->blockRows[static_cast<size_t>(me * L + j)]; ++k, ++idx) {
-          const int64_t row = start + k;
-          packRow(rows[static_cast<size_t>(order[static_cast<size_t>(idx)])],
-                  expandX + static_cast<size_t>(row) * outRow, reinterpret_cast<uint8_t*>(weightsOut + row),
-                  quant ? reinterpret_cast<uint8_t*>(a.dynamicScales + row) : nullptr);
-        }
-      }
-      return;
-    }
-    uint8_t* part = base + packedAt[static_cast<size_t>(d)];
-    uint8_t* weights = part + (quant ? n * outRow : 0);
-    uint8_t* scales = weights + n * sizeof(float);
-    for (size_t k = 0; k < n; ++k) {
-      packRow(rows[static_cast<size_t>(order[static_cast<size_t>(first) + k])], quant ? part + k * outRow : nullptr,
-              weights + k * sizeof(float), quant ? scales + k * sizeof(float) : nullptr);
-    }
-  };
-
-  Messages messages(static_cast<size_t>(h->sentRows) + static_cast<size_t>(3 * W * L + W));
-  auto ready = std::make_unique<bool[]>(static_cast<size_t>(W));
-  for (int d = 0; d < W; ++d) {
-    if (d == me) continue;
-    const int64_t first = h->stagingBase[static_cast<size_t>(d)];
-    const auto n = static_cast<size_t>(h->stagingBase[static_cast<size_t>(d) + 1] - first);
-    if (quant) {
-      messages.piece(base + packedAt[static_cast<size_t>(d)], n * (outRow + 2 * sizeof(float)));
-    } else {
-      for (size_t k = 0; k < n; ++k) {
-        messages.piece(
-            x + static_cast<size_t>(rows[static_cast<size_t>(order[static_cast<size_t>(first) + k])].token) * inRow,
-            inRow);
-      }
-      messages.piece(base + packedAt[static_cast<size_t>(d)], n * sizeof(float));
-    }
-    messages.end(OpKind::Send, d);
-  }
-  for (int r = 0; r < W; ++r) {
-    if (r == me) continue;
-    for (int64_t j = 0; j < L; ++j) {
-      const size_t b = static_cast<size_t>(r * L + j);
-      messages.piece(expandX + static_cast<size_t>(h->blockStart[b]) * outRow,
-                     static_cast<size_t>(h->blockRows[b]) * outRow);
-    }
-    for (int64_t j = 0; j < L; ++j) {
-      const size_t b = static_cast<size_t>(r * L + j);
-      messages.piece(weightsOut + h->blockStart[b], static_cast<size_t>(h->blockRows[b]) * sizeof(float));
-    }
-    if (quant) {
-      for (int64_t j = 0; j < L; ++j) {
-        const size_t b = static_cast<size_t>(r * L + j);
-        messages.piece(a.dynamicScales + h->blockStart[b], static_cast<size_t>(h->blockRows[b]) * sizeof(float));
-      }
-    }
-    messages.end(OpKind::Recv, r);
-  }
-  // Packing, one destination per unit, starting after this rank (each rank
-  // feeds a different peer first) and ending with this rank's own rows.
-  using PackFn = decltype(pack);
-  class Packer final : public ExchangeWork {
-   public:
-    Packer(int me, int W, bool* ready, const PackFn& pack) : me_(me), W_(W), ready_(ready), pack_(pack) {}
-    bool pending() const override { return done_ < W_; }
-    void runOne() override {
-      const int d = (me_ + 1 + done_++) % W_;
-      pack_(d);
-      ready_[d] = true;
-    }
-
-   private:
-    int me_, W_, done_ = 0;
-    bool* ready_;
-    const PackFn& pack_;
-  };
-  Packer packer(me, W, ready.get(), pack);
-  std::vector<OpDesc>& ops = messages.ops(ready.get());
-  if (!ops.empty()) comm.runPointToPoint(ops, {}, &packer);
-  while (packer.pending()) packer.runOne();  // what the transfers did not wait for
-  *a.recvRows = total;
-  h->complete = true;
+  planRoutes(plan);
+  exchangeCounts(comm, plan);
+  layOutReceive(comm, plan);
+  layOutStaging(plan);
+  exchangeRows(comm, plan, workspace);
+  *argsPtr->recvRows = plan.recvRows;
+  into.complete = true;
 }
 
 }  // namespace vigil::moe

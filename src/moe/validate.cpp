@@ -54,7 +54,8 @@ size_t dispatchWorkspaceBytes(const vigilMoeConfig& cfg, const vigilMoeDispatchA
   // straight from x.
   (void)args;
   const auto slots = static_cast<size_t>(cfg.topK + cfg.sharedExpertNum);
-  const size_t perRow = cfg.quantMode == 2 ? static_cast<size_t>(cfg.hidden) + 2 * sizeof(float) : sizeof(float);
+  const size_t perRow =
+      cfg.quantMode == vigilMoeQuantDynamicInt8 ? static_cast<size_t>(cfg.hidden) + 2 * sizeof(float) : sizeof(float);
   return static_cast<size_t>(cfg.maxTokensPerRank) * slots * perRow;
 }
 
@@ -74,8 +75,11 @@ std::string configProblem(const vigilMoeConfig& c) {
   if (c.topK <= 0 || c.topK > E) return cat("topK ", c.topK, " is outside [1, moeExpertNum ", E, "]");
   if (c.hidden <= 0) return cat("hidden ", c.hidden, " must be > 0");
   if (c.maxTokensPerRank < 0) return cat("maxTokensPerRank ", c.maxTokensPerRank, " must be >= 0");
-  if (c.quantMode != 0 && c.quantMode != 2) return cat("quantMode ", c.quantMode, " is neither 0 nor 2");
-  if (c.expertTokenNumsType != 0 && c.expertTokenNumsType != 1) {
+  if (c.quantMode != vigilMoeQuantNone && c.quantMode != vigilMoeQuantDynamicInt8) {
+    return cat("quantMode ", c.quantMode, " is neither 0 nor 2");
+  }
+  if (c.expertTokenNumsType != vigilMoeExpertTokenNumsPrefixSum &&
+      c.expertTokenNumsType != vigilMoeExpertTokenNumsCount) {
     return cat("expertTokenNumsType ", c.expertTokenNumsType, " is neither 0 (prefix sum) nor 1 (counts)");
   }
   return {};
@@ -126,7 +130,7 @@ void validateDispatch(const Communicator& comm, const vigilMoeConfig* cfg, const
   need(args->x, args->bs > 0, "x");
   need(args->expertIds, args->bs > 0, "expertIds");
   need(args->expandX, required > 0, "expandX");
-  need(args->dynamicScales, cfg->quantMode == 2 && required > 0, "dynamicScales (quantMode 2)");
+  need(args->dynamicScales, cfg->quantMode == vigilMoeQuantDynamicInt8 && required > 0, "dynamicScales (quantMode 2)");
   need(args->expertTokenNums, true, "expertTokenNums");
   need(args->epRecvCounts, true, "epRecvCounts");
   need(args->recvRows, true, "recvRows");

@@ -7,6 +7,10 @@ int main(void) {
   vigilRootInfo info;
   char text[2 * VIGIL_ROOT_INFO_BYTES + 1];
   if (vigilGetVersion(&version) != vigilSuccess || version != VIGIL_VERSION_CODE) return 1;
+  if (vigilMoeQuantNone != 0 || vigilMoeQuantDynamicInt8 != 2 || vigilMoeExpertTokenNumsPrefixSum != 0 ||
+      vigilMoeExpertTokenNumsCount != 1) {
+    return 1; /* the MoE mode enums name the integers vigilMoeConfig takes */
+  }
   if (vigilGetRootInfo(&info) != vigilSuccess) {
     fprintf(stderr, "%s\n", vigilGetLastError(NULL));
     return 1;

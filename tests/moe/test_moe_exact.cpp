@@ -10,6 +10,7 @@
 #include <cmath>
 #include <memory>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include "moe/moe_harness.hpp"
@@ -306,6 +307,78 @@ TEST(MoeExactMixed, ExpertTokenNumsTypeMayDifferBetweenRanks) {
   s.tokenNumsType = 1;
   const Case counts = makeCase(s);
   runRanks(3, [&](int rank, vigilComm_t& comm) { runExact(rank, comm, rank == 1 ? counts : prefix); });
+}
+
+// ---- The mode enums of vigil.h ----------------------------------------------
+
+// vigilMoeQuantMode_t and vigilMoeExpertTokenNumsType_t name the integers
+// vigilMoeConfig has always taken (docs/api.md); the fields stay int.
+TEST(MoeModes, EnumValuesAreTheDocumentedIntegers) {
+  static_assert(std::is_same_v<std::underlying_type_t<vigilMoeQuantMode_t>, int>);
+  static_assert(std::is_same_v<std::underlying_type_t<vigilMoeExpertTokenNumsType_t>, int>);
+  EXPECT_EQ(vigilMoeQuantNone, 0);
+  EXPECT_EQ(vigilMoeQuantDynamicInt8, 2);
+  EXPECT_EQ(vigilMoeExpertTokenNumsPrefixSum, 0);
+  EXPECT_EQ(vigilMoeExpertTokenNumsCount, 1);
+}
+
+// One dispatch of `b` (its outputs start as 0xA5): every output byte,
+// guard areas included.
+std::vector<uint8_t> dispatchOutputs(vigilComm_t comm, RankBuffers& b) {
+  vigilMoeDispatchArgs a = b.args();
+  size_t ws = 0;
+  EXPECT_EQ(vigilMoeDispatchGetWorkspaceSize(&b.cfg, &a, comm, &ws), vigilSuccess) << vigilGetLastError(comm);
+  std::vector<uint8_t> work(std::max<size_t>(ws, 1), kFill);
+  vigilMoeHandle_t h = nullptr;
+  EXPECT_EQ(vigilMoeDispatch(&b.cfg, &a, work.data(), ws, &h, comm, nullptr), vigilSuccess) << vigilGetLastError(comm);
+  if (h != nullptr) {
+    EXPECT_EQ(vigilMoeHandleDestroy(h), vigilSuccess);
+  }
+  std::vector<uint8_t> bytes;
+  auto append = [&](const auto& v) {
+    const auto* p = reinterpret_cast<const uint8_t*>(v.data());
+    bytes.insert(bytes.end(), p, p + v.size() * sizeof(v[0]));
+  };
+  append(b.expandX), append(b.dyn), append(b.expandScales), append(b.tokenNums), append(b.recvCounts),
+      append(b.recvRows);
+  return bytes;
+}
+
+TEST(MoeModes, EnumAndIntegerGiveIdenticalDispatches) {
+  struct Modes {
+    vigilMoeQuantMode_t quant;
+    int quantValue;
+    vigilMoeExpertTokenNumsType_t tokenNums;
+    int tokenNumsValue;
+  };
+  for (const Modes m : {Modes{vigilMoeQuantNone, 0, vigilMoeExpertTokenNumsPrefixSum, 0},
+                        Modes{vigilMoeQuantNone, 0, vigilMoeExpertTokenNumsCount, 1},
+                        Modes{vigilMoeQuantDynamicInt8, 2, vigilMoeExpertTokenNumsPrefixSum, 0},
+                        Modes{vigilMoeQuantDynamicInt8, 2, vigilMoeExpertTokenNumsCount, 1}}) {
+    SCOPED_TRACE("quantMode " + std::to_string(m.quantValue) + ", expertTokenNumsType " +
+                 std::to_string(m.tokenNumsValue));
+    const Case k = makeCase({.W = 3,
+                             .S = 1,
+                             .Sh = 1,
+                             .E = 4,
+                             .bs = {3, 0, 5},
+                             .xType = vigilBfloat16,
+                             .quantMode = m.quantValue,
+                             .tokenNumsType = m.tokenNumsValue,
+                             .unusedPercent = 20,
+                             .smooth = true,
+                             .seed = 31});
+    runRanks(3, [&](int rank, vigilComm_t& comm) {
+      RankBuffers byValue(k, rank), byEnum(k, rank);
+      byValue.cfg.quantMode = m.quantValue;
+      byValue.cfg.expertTokenNumsType = m.tokenNumsValue;
+      byEnum.cfg.quantMode = m.quant;
+      byEnum.cfg.expertTokenNumsType = m.tokenNums;
+      const std::vector<uint8_t> fromValue = dispatchOutputs(comm, byValue);
+      checkDispatch(k, rank, byValue);
+      EXPECT_EQ(dispatchOutputs(comm, byEnum), fromValue) << "rank " << rank;
+    });
+  }
 }
 
 // Two dispatches in flight, then their combines (micro-batch pipelining):
