@@ -1,5 +1,5 @@
 #pragma once
-// vigil-doctor's view of the flight-recorder dumps that runtime/flight_recorder.cpp writes
+// vigil-doctor's view of the flight-recorder dumps that comm/flight_recorder.cpp writes
 // (schema documented in flight_recorder.hpp), and the entry points of its subcommands.
 
 #include <cstdint>

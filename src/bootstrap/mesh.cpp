@@ -102,11 +102,12 @@ Mesh connectMesh(const Listener& listener, const std::vector<PeerInfo>& peers, i
         socklen_t len = sizeof from;
         int fd = ::accept4(listener.fd.get(), reinterpret_cast<sockaddr*>(&from), &len, SOCK_NONBLOCK | SOCK_CLOEXEC);
         if (fd < 0) break;
-        setTcpOptions(fd);
+        Fd conn(fd);
+        if (!setTcpOptions(fd)) continue;  // reset by its peer already: not a connection of ours
         SocketAddress addr;
         std::memcpy(&addr.storage, &from, len);
         addr.length = len;
-        incoming.push_back({Fd(fd), addr.toString(), Deadline::afterMs(kPreambleTimeoutMs)});
+        incoming.push_back({std::move(conn), addr.toString(), Deadline::afterMs(kPreambleTimeoutMs)});
       }
     }
     size_t index = 2;

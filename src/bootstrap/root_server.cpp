@@ -177,14 +177,15 @@ void Rendezvous::acceptAll(const Listener& listener) {
     socklen_t len = sizeof from;
     int fd = ::accept4(listener.fd.get(), reinterpret_cast<sockaddr*>(&from), &len, SOCK_NONBLOCK | SOCK_CLOEXEC);
     if (fd < 0) return;
+    Fd conn(fd);
+    if (!setTcpOptions(fd)) continue;  // reset by its peer already
     SocketAddress peer;
     std::memcpy(&peer.storage, &from, len);
     peer.length = len;
     // Refusing the newcomer would let idle strangers lock every late rank
     // out; the oldest stranger has had the longest to identify itself.
     if (pending_.size() >= maxPending_) evictOldestPending();
-    setTcpOptions(fd);
-    pending_.emplace_back(Fd(fd), peer.toString(), Deadline::afterMs(kPendingReadTimeoutMs));
+    pending_.emplace_back(std::move(conn), peer.toString(), Deadline::afterMs(kPendingReadTimeoutMs));
   }
 }
 

@@ -25,7 +25,7 @@
 #include "control/control_plane.hpp"
 #include "core/config.hpp"
 #include "core/errors.hpp"
-#include "runtime/flight_recorder.hpp"
+#include "comm/flight_recorder.hpp"
 #include "transport/data_plane.hpp"
 
 namespace vigil {

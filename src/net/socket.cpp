@@ -192,20 +192,24 @@ SocketAddress selectInterfaceAddress(const std::string& spec) {
   return a;
 }
 
-void setNonBlocking(int fd) {
-  int flags = fcntl(fd, F_GETFL, 0);
-  fcntl(fd, F_SETFL, flags | O_NONBLOCK);
+int sysCheck(int rc, const char* call) {
+  if (rc < 0) ErrorBuilder(Errc::NetSyscall).cause(call, " failed: ", errnoText(errno)).raise();
+  return rc;
 }
 
-void setTcpOptions(int fd) {
+void setNonBlocking(int fd) {
+  const int flags = sysCheck(::fcntl(fd, F_GETFL, 0), "fcntl(F_GETFL)");
+  sysCheck(::fcntl(fd, F_SETFL, flags | O_NONBLOCK), "fcntl(F_SETFL, O_NONBLOCK)");
+}
+
+bool setTcpOptions(int fd) {
   int one = 1;
-  setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+  return ::setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one) == 0;
 }
 
 Fd makeStreamSocket(int family) {
-  Fd fd(::socket(family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0));
-  if (!fd) ErrorBuilder(Errc::NetSyscall).cause("socket() failed: ", errnoText(errno)).raise();
-  setTcpOptions(fd.get());
+  Fd fd(sysCheck(::socket(family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0), "socket()"));
+  sysCheck(setTcpOptions(fd.get()) ? 0 : -1, "setsockopt(TCP_NODELAY)");
   return fd;
 }
 
@@ -219,7 +223,7 @@ int tryBindListen(int fd, SocketAddress& address) {
   if (::listen(fd, SOMAXCONN) != 0) return errno;
   sockaddr_storage bound{};
   socklen_t len = sizeof bound;
-  getsockname(fd, reinterpret_cast<sockaddr*>(&bound), &len);
+  if (::getsockname(fd, reinterpret_cast<sockaddr*>(&bound), &len) != 0) return errno;
   SocketAddress actual;
   std::memcpy(&actual.storage, &bound, len);
   actual.length = len;
@@ -267,7 +271,7 @@ int tryListenExact(const SocketAddress& address, Listener& out) {
   attempt.address = address;
   attempt.fd = makeStreamSocket(address.family());
   int one = 1;
-  setsockopt(attempt.fd.get(), SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+  sysCheck(::setsockopt(attempt.fd.get(), SOL_SOCKET, SO_REUSEADDR, &one, sizeof one), "setsockopt(SO_REUSEADDR)");
   if (int err = tryBindListen(attempt.fd.get(), attempt.address)) return err;
   out = std::move(attempt);
   return 0;
@@ -315,7 +319,7 @@ int tryConnect(const SocketAddress& address, Deadline deadline, int wakeFd, Fd& 
       err = ETIMEDOUT;
     } else {
       socklen_t len = sizeof err;
-      getsockopt(fd.get(), SOL_SOCKET, SO_ERROR, &err, &len);
+      if (::getsockopt(fd.get(), SOL_SOCKET, SO_ERROR, &err, &len) != 0) err = errno;
     }
   }
   if (err == 0) out = std::move(fd);

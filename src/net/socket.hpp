@@ -57,8 +57,14 @@ int tryListenExact(const SocketAddress& address, Listener& out);
 
 // Non-blocking socket with TCP_NODELAY, CLOEXEC.
 Fd makeStreamSocket(int family);
-void setNonBlocking(int fd);
-void setTcpOptions(int fd);
+// For a call that fails only when the kernel is out of resources or the fd is not what we
+// think it is: a failure throws VG-NET-003 naming `call` and errno rather than going on with
+// a socket in an unknown state. Returns rc.
+int sysCheck(int rc, const char* call);
+void setNonBlocking(int fd);  // throws VG-NET-003
+// TCP_NODELAY. False (errno set) when the socket refuses it: an accepted connection may
+// already be reset by its peer, which costs that connection, not the listener.
+[[nodiscard]] bool setTcpOptions(int fd);
 
 enum class IoStatus { Done, TimedOut, Woken, Closed, Failed };
 

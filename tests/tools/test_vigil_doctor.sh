@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Checks vigil-doctor: `explain` against docs/errors.md, and `dumps` / `trace` against
-# hand-written flight-recorder dumps (the schema of src/runtime/flight_recorder.hpp) that
+# hand-written flight-recorder dumps (the schema of src/comm/flight_recorder.hpp) that
 # play the classic failures: a rank that never entered a collective, ranks that called
 # different collectives, a rank whose dump is missing.
 # Usage: test_vigil_doctor.sh path/to/vigil-doctor path/to/source-dir

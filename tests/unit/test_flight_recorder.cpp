@@ -13,7 +13,7 @@
 #include <sstream>
 #include <thread>
 
-#include "runtime/flight_recorder.hpp"
+#include "comm/flight_recorder.hpp"
 
 namespace vigil {
 namespace {

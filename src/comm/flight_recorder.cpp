@@ -1,4 +1,4 @@
-#include "runtime/flight_recorder.hpp"
+#include "comm/flight_recorder.hpp"
 
 #include <unistd.h>
 
