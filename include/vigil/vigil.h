@@ -84,6 +84,34 @@ VIGIL_API const char* vigilGetErrorString(vigilResult_t result);
    init errors). It starts with the error id, e.g. "VG-BOOT-003: ...". */
 VIGIL_API const char* vigilGetLastError(vigilComm_t comm);
 
+/* The last error of vigilGetLastError(comm) as its fields. The caller sets
+   structSize (VIGIL_ERROR_INFO_INIT does); the library fills the fields that
+   fit in it, so later versions may add fields at the end. The strings are
+   never NULL ("" when absent) and belong to the library: they stay valid and
+   unchanged until this thread's next vigil call that records an error for the
+   same comm (a call that fails, or vigilCommGetAsyncError reporting one; for
+   comm == NULL: for any comm), or until the thread exits. With no last error,
+   result is vigilSuccess, the strings are "" and the numbers -1. Fails with
+   VG-API-001 (info NULL) or VG-API-019 (structSize too small), recorded as
+   the last error like any other. */
+typedef struct {
+  size_t structSize;    /* in: sizeof(vigilErrorInfo) */
+  vigilResult_t result; /* the failed call's result code */
+  const char* id;       /* stable error id, e.g. "VG-PEER-002" (vigil-doctor explain ID) */
+  int rank;             /* the reporting rank, -1 if none (e.g. a refused argument before init) */
+  int nranks;           /* its communicator's size, -1 if none */
+  const char* commName; /* its communicator's name, "" if none */
+  const char* op;       /* the operation, e.g. "allreduce", "" if none */
+  int64_t seq;          /* the operation's sequence number, -1 if none */
+  int peer;             /* the peer rank the error is about, -1 if none */
+  const char* cause;    /* what happened (a sentence ending with '.') */
+  const char* remedy;   /* what to do (a sentence ending with '.') */
+  const char* text;     /* the whole message: equal to vigilGetLastError(comm) */
+} vigilErrorInfo;
+#define VIGIL_ERROR_INFO_INIT \
+  { sizeof(vigilErrorInfo), vigilSuccess, NULL, -1, -1, NULL, NULL, -1, -1, NULL, NULL, NULL }
+VIGIL_API vigilResult_t vigilGetLastErrorInfo(vigilComm_t comm, vigilErrorInfo* info);
+
 /* ---- Communicators ------------------------------------------------------ */
 
 /* Root side: fill a root info (address, port, random job token) and start the

@@ -78,9 +78,9 @@ py::object Work::wait() {
     rc = vigilEventSynchronize(event_);
   }
   if (watch.interrupted()) {
-    const std::string text = interruptedCallText(rc, nullptr);
+    const CallError failure = interruptedCallError(rc, nullptr);
     if (std::shared_ptr<Comm> owner = owner_.lock()) owner->forgetAborted();
-    watch.raiseInterrupted(where_, rc, text);
+    watch.raiseInterrupted(where_, failure);
   }
   check(rc, nullptr);
   return result_;
@@ -231,8 +231,7 @@ py::object Comm::asyncError() {
   vigilResult_t error = vigilSuccess;
   check(vigilCommGetAsyncError(comm, &error), comm);
   if (error == vigilSuccess) return py::none();
-  return py::module_::import("vigil._errors")
-      .attr("from_result")(static_cast<int>(error), std::string(vigilGetLastError(comm)));
+  return errorObject(lastCallError(error, comm));
 }
 
 void Comm::dumpFlightRecorder(const py::object& path) {
@@ -338,9 +337,9 @@ void Group::exit(const py::object& excType) {
   keep_.clear();  // the batch completed: its arrays may go
   comms_.clear();
   if (watch.interrupted()) {
-    const std::string text = interruptedCallText(rc, nullptr);
+    const CallError failure = interruptedCallError(rc, nullptr);
     for (const std::shared_ptr<Comm>& comm : comms) comm->forgetAborted();
-    watch.raiseInterrupted(Where{-1, 0, "group"}, rc, text);
+    watch.raiseInterrupted(Where{-1, 0, "group"}, failure);
   }
   // An exception already leaving the with-block wins over the batch's error.
   if (excType.is_none()) check(rc, nullptr);

@@ -110,9 +110,9 @@ class Comm : public std::enable_shared_from_this<Comm> {
       rc = call();
     }
     if (watch.interrupted()) {
-      const std::string text = interruptedCallText(rc, comm_);
+      const CallError failure = interruptedCallError(rc, comm_);
       forgetAborted();
-      watch.raiseInterrupted(where(op), rc, text);
+      watch.raiseInterrupted(where(op), failure);
     }
     return rc;
   }

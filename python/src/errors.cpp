@@ -1,12 +1,14 @@
-// The binding's errors: the C API's result code and text become a vigil.Error
-// subclass (vigil/_errors.py parses the id, rank, op and seq out of the text),
-// and the binding's own refusals are written in the same shape, with ids from
-// the one table of ids (src/core/error_ids.def).
+// The binding's errors: the C API's last error (vigilGetLastErrorInfo)
+// becomes a vigil.Error subclass with its fields as attributes, and the
+// binding's own refusals are errors of the same fields, with ids from the one
+// table of ids (src/core/error_ids.def) and text from the one formatter.
 
 #include "errors.hpp"
 
 #include <cstring>
 #include <exception>
+
+#include "core/error_text.hpp"
 
 namespace py = pybind11;
 
@@ -35,16 +37,18 @@ const IdInfo* findId(const std::string& id) {
   return nullptr;
 }
 
-std::string withStop(std::string text) {
-  if (!text.empty() && text.back() != '.') text += '.';
-  return text;
+py::object optional(int64_t value) {
+  return value >= 0 ? py::object(py::int_(value)) : py::object(py::none());
+}
+
+py::object optional(const std::string& value) {
+  return !value.empty() ? py::object(py::str(value)) : py::object(py::none());
 }
 
 // Raises the Python exception for a CallError; must not throw.
 void setPythonError(const CallError& failure) {
   try {
-    py::object make = py::module_::import("vigil._errors").attr("from_result");
-    py::object error = make(static_cast<int>(failure.result), failure.text);
+    py::object error = errorObject(failure);
     PyErr_SetObject(reinterpret_cast<PyObject*>(Py_TYPE(error.ptr())), error.ptr());
   } catch (py::error_already_set& importFailure) {
     importFailure.restore();
@@ -53,22 +57,54 @@ void setPythonError(const CallError& failure) {
 
 }  // namespace
 
+py::object errorObject(const CallError& failure) {
+  py::object make = py::module_::import("vigil._errors").attr("from_result");
+  return make(static_cast<int>(failure.result), failure.text, py::arg("error_id") = optional(failure.id),
+              py::arg("rank") = optional(failure.rank), py::arg("nranks") = optional(failure.nranks),
+              py::arg("comm") = optional(failure.comm), py::arg("op") = optional(failure.op),
+              py::arg("seq") = optional(failure.seq), py::arg("peer") = optional(failure.peer),
+              py::arg("cause") = optional(failure.cause), py::arg("remedy") = optional(failure.remedy));
+}
+
+CallError lastCallError(vigilResult_t rc, vigilComm_t comm) {
+  CallError failure;
+  failure.result = rc;
+  vigilErrorInfo info = VIGIL_ERROR_INFO_INIT;
+  if (vigilGetLastErrorInfo(comm, &info) == vigilSuccess && *info.text != '\0') {
+    failure.id = info.id;
+    failure.rank = info.rank;
+    failure.nranks = info.nranks;
+    failure.comm = info.commName;
+    failure.op = info.op;
+    failure.seq = info.seq;
+    failure.peer = info.peer;
+    failure.cause = info.cause;
+    failure.remedy = info.remedy;
+    failure.text = info.text;
+  } else {
+    failure.text = std::string("vigil call failed: ") + vigilGetErrorString(rc);
+    failure.cause = failure.text;
+  }
+  return failure;
+}
+
 void check(vigilResult_t rc, vigilComm_t comm) {
-  if (rc == vigilSuccess) return;
-  const char* text = vigilGetLastError(comm);
-  std::string message = text != nullptr ? text : "";
-  if (message.empty()) message = std::string("vigil call failed: ") + vigilGetErrorString(rc);
-  throw CallError{rc, std::move(message)};
+  if (rc != vigilSuccess) throw lastCallError(rc, comm);
 }
 
 void refuse(const char* id, const Where& where, const std::string& cause, const std::string& remedy) {
   const IdInfo* info = findId(id);
-  std::string text = std::string(id) + ": ";
-  if (where.rank >= 0) text += "rank " + std::to_string(where.rank) + "/" + std::to_string(where.nranks) + ": ";
-  if (!where.op.empty()) text += where.op + ": ";
-  text += withStop(cause.empty() && info != nullptr ? info->meaning : cause);
-  text += " Remedy: " + withStop(!remedy.empty() ? remedy : (info != nullptr ? info->remedy : "see docs/errors.md"));
-  throw CallError{info != nullptr ? info->result : vigilInternalError, std::move(text)};
+  CallError failure;
+  failure.result = info != nullptr ? info->result : vigilInternalError;
+  failure.id = id;
+  failure.rank = where.rank;
+  failure.nranks = where.rank >= 0 ? where.nranks : -1;
+  failure.op = where.op;
+  failure.cause = withFullStop(cause.empty() && info != nullptr ? info->meaning : cause);
+  failure.remedy = withFullStop(!remedy.empty() ? remedy : (info != nullptr ? info->remedy : "see docs/errors.md"));
+  failure.text =
+      errorText({failure.id, failure.rank, failure.nranks, "", failure.op, -1, failure.cause, failure.remedy});
+  throw failure;
 }
 
 void registerErrors(py::module_& m) {
@@ -92,6 +128,16 @@ void registerErrors(py::module_& m) {
       "_error_table() -> list[tuple[str, int, str, str]]\n\n"
       "Every error id of this build as (id, result code, meaning, remedy): the table that docs/errors.md\n"
       "documents. vigil.explain() is the public way to read it.");
+  m.def(
+      "_error_text",
+      [](const std::string& id, int rank, int nranks, const std::string& op, const std::string& cause,
+         const std::string& remedy) {
+        return errorText({id, rank, nranks, "", op, -1, withFullStop(cause), withFullStop(remedy)});
+      },
+      py::arg("error_id"), py::arg("rank"), py::arg("nranks"), py::arg("op"), py::arg("cause"), py::arg("remedy"),
+      "_error_text(error_id: str, rank: int, nranks: int, op: str, cause: str, remedy: str) -> str\n\n"
+      "The text of an error from its fields, in vigil's one shape (rank < 0: no rank part; nranks < 0: no\n"
+      "count). The Python layer's own errors are written with it.");
   m.def(
       "_error_string", [](int result) { return std::string(vigilGetErrorString(static_cast<vigilResult_t>(result))); },
       "_error_string(result: int) -> str\n\nThe C API's short text for a result code (vigilGetErrorString).");

@@ -1,10 +1,13 @@
 #pragma once
-// Failures of the binding: a C call's result code and text, or a refusal of
-// the binding's own checks, both raised in Python as the vigil.Error subclass
-// of the result code (vigil/_errors.py builds it from the text).
+// Failures of the binding: a failed C call (its fields, from
+// vigilGetLastErrorInfo) or a refusal of the binding's own checks (its
+// fields, with text from the library's one formatter, core/error_text.hpp),
+// both raised in Python as the vigil.Error subclass of the result code, with
+// the fields as attributes.
 
 #include <pybind11/pybind11.h>
 
+#include <cstdint>
 #include <string>
 
 #include "vigil/vigil.h"
@@ -12,14 +15,29 @@
 namespace vigil::python {
 
 // Thrown by the binding; translated to vigil.Error (and subclasses) when it
-// reaches Python.
+// reaches Python. Absent parts: "" and -1.
 struct CallError {
-  vigilResult_t result;
+  vigilResult_t result = vigilInternalError;
+  std::string id;
+  int rank = -1;
+  int nranks = -1;
+  std::string comm;
+  std::string op;
+  int64_t seq = -1;
+  int peer = -1;
+  std::string cause;
+  std::string remedy;
   std::string text;
 };
 
-// Throws CallError with the calling thread's last error for `comm` (NULL:
-// the thread's last error) unless `rc` is vigilSuccess.
+// The calling thread's last error for `comm` (NULL: the thread's last error)
+// as the error of a call that returned `rc`.
+CallError lastCallError(vigilResult_t rc, vigilComm_t comm);
+
+// The vigil.Error (subclass) object for a failure, not raised.
+pybind11::object errorObject(const CallError& failure);
+
+// Throws lastCallError(rc, comm) unless `rc` is vigilSuccess.
 void check(vigilResult_t rc, vigilComm_t comm);
 
 // Where a refusal happened: "rank 0/4: all_reduce" (rank < 0: no rank part).

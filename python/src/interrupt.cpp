@@ -176,10 +176,15 @@ class InterruptWatcher {
   std::atomic<int> writeFd_ = -1;
 };
 
-std::string interruptedCallText(vigilResult_t rc, vigilComm_t comm) {
-  const char* text = rc != vigilSuccess ? vigilGetLastError(comm) : nullptr;
-  if (text != nullptr && *text != '\0') return text;
-  return std::string("the call returned ") + vigilGetErrorString(rc) + " when the abort came";
+CallError interruptedCallError(vigilResult_t rc, vigilComm_t comm) {
+  CallError failure = lastCallError(rc != vigilSuccess ? rc : vigilAborted, comm);
+  if (rc == vigilSuccess || failure.id.empty()) {
+    failure = CallError{};
+    failure.result = rc != vigilSuccess ? rc : vigilAborted;
+    failure.text = std::string("the call returned ") + vigilGetErrorString(rc) + " when the abort came";
+    failure.cause = failure.text;
+  }
+  return failure;
 }
 
 bool InterruptibleCall::interrupted() const {
@@ -198,7 +203,7 @@ InterruptibleCall::~InterruptibleCall() {
   InterruptWatcher::get().remove(this);
 }
 
-void InterruptibleCall::raiseInterrupted(const Where& where, vigilResult_t rc, const std::string& vigilText) {
+void InterruptibleCall::raiseInterrupted(const Where& where, const CallError& failure) {
   InterruptWatcher::get().remove(this);
   if (PyErr_CheckSignals() != 0) {
     py::error_already_set raised;
@@ -207,11 +212,11 @@ void InterruptibleCall::raiseInterrupted(const Where& where, vigilResult_t rc, c
     const std::string note = "vigil: " + rank + where.op +
                              " was interrupted (SIGINT): this rank aborted the communicator and its peers were "
                              "told. The call returned: " +
-                             vigilText;
+                             failure.text;
     if (py::hasattr(raised.value(), "add_note")) raised.value().attr("add_note")(note);
     throw raised;
   }
-  throw CallError{rc != vigilSuccess ? rc : vigilAborted, vigilText};
+  throw failure;
 }
 
 }  // namespace vigil::python

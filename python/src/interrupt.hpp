@@ -23,7 +23,7 @@ namespace vigil::python {
 
 // What vigil said when a watched call returned `rc` (the calling thread's
 // last error for `comm`).
-std::string interruptedCallText(vigilResult_t rc, vigilComm_t comm);
+CallError interruptedCallError(vigilResult_t rc, vigilComm_t comm);
 
 // What the peers of an interrupted call hear: "rank 0 aborted the
 // communicator (KeyboardInterrupt: SIGINT in Python)".
@@ -43,12 +43,12 @@ class InterruptibleCall {
   // True once a SIGINT aborted the call's communicators; the abort is
   // complete when this returns true.
   bool interrupted() const;
-  // With the GIL held, after the call returned `rc` with vigil's text
-  // `vigilText` and interrupted() said true: raises Python's exception for
-  // the signal (KeyboardInterrupt) with vigil's text as a note, or vigil's
-  // error itself when no handler raised (a handler of the user's, or a
-  // thread other than the main one).
-  [[noreturn]] void raiseInterrupted(const Where& where, vigilResult_t rc, const std::string& vigilText);
+  // With the GIL held, after the call failed with `failure`
+  // (interruptedCallError) and interrupted() said true: raises Python's
+  // exception for the signal (KeyboardInterrupt) with vigil's text as a note,
+  // or vigil's error itself when no handler raised (a handler of the user's,
+  // or a thread other than the main one).
+  [[noreturn]] void raiseInterrupted(const Where& where, const CallError& failure);
 
  private:
   friend class InterruptWatcher;

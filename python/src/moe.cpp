@@ -150,10 +150,9 @@ py::array newArray(const py::dtype& dtype, std::vector<py::ssize_t> shape) {
 // once, instead of waiting for it until their timeout. Then `refusal` is
 // raised here.
 [[noreturn]] void refusedTogether(const CallError& refusal, bool combine, vigilComm_t comm) {
-  const std::string id = refusal.text.substr(0, refusal.text.find(':'));
   {
     py::gil_scoped_release nogil;
-    vigilMoeRefuse(combine ? 1 : 0, id.c_str(), comm);  // its own failure is the peers' to report
+    vigilMoeRefuse(combine ? 1 : 0, refusal.id.c_str(), comm);  // its own failure is the peers' to report
   }
   throw refusal;
 }

@@ -1,5 +1,5 @@
 """Failures raise the vigil.Error subclass of their result code, with the
-facts of vigil's message as attributes."""
+fields of the error as attributes."""
 
 import builtins
 import pickle
@@ -64,6 +64,7 @@ def test_a_late_peer_raises_timeout_error_with_the_operation_and_seq():
     assert error.op == "allreduce" and error.seq is not None and error.seq >= 1
     assert error.rank == 0 and error.nranks == 2
     assert "rank 1" in error.cause  # names the rank it waited for
+    assert error.peer == 1
 
 
 
@@ -82,22 +83,41 @@ def test_a_peer_that_aborts_is_a_remote_error():
     assert error.result == vigil.Result.REMOTE_ERROR
 
 
-def test_errors_pickle_and_parse():
+def test_errors_pickle_with_their_fields():
     text = (
         "VG-OP-001: rank 0/4 (comm 'train'): allreduce seq 42: timed out after 2.0 s; still receiving from "
         "rank 2. Remedy: find the rank named as not progressing."
     )
-    error = pickle.loads(pickle.dumps(vigil._errors.from_result(6, text)))
-    assert type(error) is vigil.TimeoutError
-    assert (error.error_id, error.rank, error.nranks, error.comm, error.op, error.seq) == (
-        "VG-OP-001", 0, 4, "train", "allreduce", 42)
+    made = vigil._errors.from_result(
+        6, text, error_id="VG-OP-001", rank=0, nranks=4, comm="train", op="allreduce", seq=42, peer=2,
+        cause="timed out after 2.0 s; still receiving from rank 2.", remedy="find the rank named as not progressing.")
+    error = pickle.loads(pickle.dumps(made))
+    assert type(error) is vigil.TimeoutError and str(error) == text
+    assert (error.error_id, error.id, error.rank, error.nranks, error.comm, error.op, error.seq, error.peer) == (
+        "VG-OP-001", "VG-OP-001", 0, 4, "train", "allreduce", 42, 2)
     assert error.cause == "timed out after 2.0 s; still receiving from rank 2."
     assert error.remedy == "find the rank named as not progressing."
+    base = pickle.loads(pickle.dumps(vigil.Error("x", 4, error_id="VG-INT-001", cause="x.")))
+    assert type(base) is vigil.Error and base.error_id == "VG-INT-001" and base.result == vigil.Result.INTERNAL_ERROR
+    # A message without fields is not read for them: everything but the cause is None.
     plain = vigil._errors.from_result(2, "VG-COMM-003: the communicator was finalized. Remedy: destroy it.")
-    assert (plain.error_id, plain.rank, plain.op, plain.seq) == ("VG-COMM-003", None, None, None)
-    assert isinstance(plain, vigil.InvalidUsageError)
+    assert (plain.error_id, plain.rank, plain.op, plain.seq, plain.peer) == (None, None, None, None, None)
+    assert isinstance(plain, vigil.InvalidUsageError) and plain.cause == str(plain)
     unknown = vigil._errors.from_result(99, "no id here")
     assert type(unknown) is vigil.InternalError and unknown.error_id is None
+
+
+def test_failed_calls_carry_the_fields_of_vigil_get_last_error_info():
+    solo = vigil.Communicator(vigil.root_info(), 0, 1)
+    try:
+        with pytest.raises(vigil.InvalidArgumentError) as caught:
+            solo.broadcast(np.ones(4, np.float32), root=3)
+        error = caught.value
+        assert (error.error_id, error.rank, error.nranks, error.seq, error.peer) == ("VG-API-004", 0, 1, None, None)
+        assert error.op and error.cause.endswith(".") and error.remedy.endswith(".")
+        assert str(error).startswith("VG-API-004: rank 0/1: ") and str(error).endswith(f"{error.cause} Remedy: {error.remedy}")
+    finally:
+        solo.close()
 
 
 def test_every_result_code_has_its_class():

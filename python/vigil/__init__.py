@@ -15,8 +15,8 @@ rank's ``vigil.Communicator(root, rank, world_size)``.
 
 Every failure raises a ``vigil.Error`` subclass (``MismatchError``,
 ``TimeoutError``, ``RemoteError``, ``InvalidUsageError``, ...) whose
-``error_id``, ``rank``, ``op``, ``seq``, ``cause`` and ``remedy`` come from
-vigil's message; ``vigil.explain(error_id)`` gives the long form.
+``error_id``, ``rank``, ``op``, ``seq``, ``peer``, ``cause`` and ``remedy``
+are the error's fields; ``vigil.explain(error_id)`` gives the long form.
 
 bfloat16: numpy has none, so pass uint16 arrays holding bfloat16 bit
 patterns with ``dtype='bfloat16'`` (or ml_dtypes.bfloat16 arrays).

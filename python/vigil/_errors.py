@@ -1,12 +1,12 @@
 """vigil's exceptions: one class per result code of the C API, carrying the
-facts of the message ("VG-OP-001: rank 0/4 (comm 'c1'): allreduce seq 42:
-<cause>. Remedy: <remedy>.") as attributes."""
+fields of the error (vigilGetLastErrorInfo: id, rank, op, seq, peer, cause,
+remedy) as attributes; the message ("VG-OP-001: rank 0/4 (comm 'c1'):
+allreduce seq 42: <cause>. Remedy: <remedy>.") is made from them."""
 
 from __future__ import annotations
 
 import builtins
 import enum
-import re
 from typing import NamedTuple, Optional
 
 
@@ -26,67 +26,83 @@ class Result(enum.IntEnum):
     NUMERIC_ERROR = 10
 
 
-# "VG-OP-001: rank 0/4 (comm 'c1'): allreduce seq 42: cause. Remedy: remedy."
-# Every part after the id is optional ("VG-COMM-003: cause. Remedy: ...").
-_MESSAGE = re.compile(
-    r"^(?P<id>VG-[A-Z]+-\d{3}): "
-    r"(?:rank (?P<rank>\d+)(?:/(?P<nranks>\d+))?(?: \(comm '(?P<comm>[^']*)'\))?: )?"
-    r"(?:(?P<op>[A-Za-z_][A-Za-z0-9_]*)(?: seq (?P<seq>\d+))?: )?"
-    r"(?P<rest>.*)$",
-    re.S,
-)
-
-
 class Error(Exception):
     """A failed vigil call.
 
-    ``str(error)`` is vigil's whole message. Its parts, as attributes (None
-    where the message has no such part):
+    ``str(error)`` is vigil's whole message. Its fields, as attributes (None
+    where the error has no such field):
 
-    - ``error_id``: the stable id, e.g. ``"VG-OP-001"`` (``vigil.explain(id)``
-      and ``vigil-doctor explain`` give its long form)
+    - ``error_id`` (also ``id``): the stable id, e.g. ``"VG-OP-001"``
+      (``vigil.explain(id)`` and ``vigil-doctor explain`` give its long form)
     - ``result``: the ``vigil.Result`` of the C API
     - ``rank``, ``nranks``, ``comm``: the rank that reports it, the rank
       count and the communicator's name
     - ``op``, ``seq``: the operation (``"allreduce"``) and its sequence number
+    - ``peer``: the peer rank the error is about (one that died, left, failed
+      or sent something unexpected)
     - ``cause``, ``remedy``: what went wrong and what to do
     - ``message``: the whole text
     """
 
     result_code = Result.INTERNAL_ERROR
 
-    def __init__(self, message: str, result: Optional[int] = None) -> None:
+    def __init__(
+        self,
+        message: str,
+        result: Optional[int] = None,
+        *,
+        error_id: Optional[str] = None,
+        rank: Optional[int] = None,
+        nranks: Optional[int] = None,
+        comm: Optional[str] = None,
+        op: Optional[str] = None,
+        seq: Optional[int] = None,
+        peer: Optional[int] = None,
+        cause: Optional[str] = None,
+        remedy: Optional[str] = None,
+    ) -> None:
         super().__init__(message)
         self.message: str = message
         self.result: Result = Result(result) if result is not None else self.result_code
-        self.error_id: Optional[str] = None
-        self.rank: Optional[int] = None
-        self.nranks: Optional[int] = None
-        self.comm: Optional[str] = None
-        self.op: Optional[str] = None
-        self.seq: Optional[int] = None
-        self.cause: str = message
-        self.remedy: Optional[str] = None
-        match = _MESSAGE.match(message)
-        if match is None:
-            return
-        self.error_id = match["id"]
-        self.rank = int(match["rank"]) if match["rank"] is not None else None
-        self.nranks = int(match["nranks"]) if match["nranks"] is not None else None
-        self.comm = match["comm"]
-        self.op = match["op"]
-        self.seq = int(match["seq"]) if match["seq"] is not None else None
-        # The last "Remedy:" is this error's; a quoted earlier error may carry its own.
-        cause, found, remedy = match["rest"].rpartition(" Remedy: ")
-        self.cause, self.remedy = (cause, remedy) if found else (match["rest"], None)
+        self.error_id: Optional[str] = error_id
+        self.rank: Optional[int] = rank
+        self.nranks: Optional[int] = nranks
+        self.comm: Optional[str] = comm
+        self.op: Optional[str] = op
+        self.seq: Optional[int] = seq
+        self.peer: Optional[int] = peer
+        self.cause: str = cause if cause is not None else message
+        self.remedy: Optional[str] = remedy
+
+    @property
+    def id(self) -> Optional[str]:
+        """The stable error id: the same as ``error_id``."""
+        return self.error_id
+
+    def _fields(self) -> dict:
+        return {
+            "error_id": self.error_id,
+            "rank": self.rank,
+            "nranks": self.nranks,
+            "comm": self.comm,
+            "op": self.op,
+            "seq": self.seq,
+            "peer": self.peer,
+            "cause": self.cause,
+            "remedy": self.remedy,
+        }
 
     def __str__(self) -> str:
         return self.message
 
-    def __reduce__(self):  # picklable across processes (multiprocessing)
-        if type(self) is Error:
-            return (Error, (self.message, int(self.result)))
-        return (type(self), (self.message,))
+    def __reduce__(self):  # picklable across processes (multiprocessing), fields included
+        return (_rebuild, (type(self), self.message, int(self.result), self._fields()))
+
+
+def _rebuild(cls: type, message: str, result: int, fields: dict) -> Error:
+    if cls is Error:
+        return Error(message, result, **fields)
+    return cls(message, **fields)
 
 
 class InvalidUsageError(Error):
@@ -165,15 +181,16 @@ _CLASSES = {
 }
 
 
-def from_result(result: int, message: str) -> Error:
-    """The exception for a result code and its message (the extension raises these)."""
+def from_result(result: int, message: str, **fields) -> Error:
+    """The exception for a result code, its message and its fields (the
+    keyword arguments of Error; the extension raises these)."""
     try:
         code = Result(result)
     except ValueError:
         code = Result.INTERNAL_ERROR
     cls = _CLASSES.get(code)
     # Subclasses take the message alone (OSError reads a second argument as a strerror).
-    return cls(message) if cls is not None else Error(message, int(code))
+    return cls(message, **fields) if cls is not None else Error(message, int(code), **fields)
 
 
 class ErrorInfo(NamedTuple):
@@ -197,8 +214,17 @@ def explain(error_id: str) -> ErrorInfo:
     raise KeyError(f"{error_id!r} is not a vigil error id (see docs/errors.md)")
 
 
-def make_error(error_id: str, where: str, cause: str, remedy: Optional[str] = None) -> Error:
-    """An error raised by the Python layer, in the shape of vigil's messages."""
+def make_error(
+    error_id: str, op: str, cause: str, remedy: Optional[str] = None, *, rank: Optional[int] = None,
+    nranks: Optional[int] = None
+) -> Error:
+    """An error raised by the Python layer: its fields, and its text from vigil's one formatter."""
+    from . import _vigil
+
     info = explain(error_id)
-    text = f"{error_id}: {where}: {cause.rstrip('.')}. Remedy: {(remedy or info.remedy).rstrip('.')}."
-    return from_result(int(info.result), text)
+    rank_ = -1 if rank is None else rank
+    nranks_ = -1 if nranks is None else nranks
+    text = _vigil._error_text(error_id, rank_, nranks_, op, cause.rstrip("."), (remedy or info.remedy).rstrip("."))
+    # The fields as the text shows them: each sentence with one full stop.
+    return from_result(int(info.result), text, error_id=error_id, rank=rank, nranks=nranks if rank is not None else None,
+                       op=op, cause=cause.rstrip(".") + ".", remedy=(remedy or info.remedy).rstrip(".") + ".")

@@ -38,10 +38,11 @@ class DeviceMesh:
         if why:
             raise make_error(
                 "VG-API-016",
-                f"rank {self._rank}: DeviceMesh",
+                "DeviceMesh",
                 f"shape {self._describe()}: {why}",
                 "pass dimension sizes >= 1 whose product is the communicator size, and one distinct, "
                 "non-empty name per dimension",
+                rank=self._rank,
             )
 
     def _shape_problem(self, size: int) -> str:
@@ -72,9 +73,10 @@ class DeviceMesh:
         except ValueError:
             raise make_error(
                 "VG-API-017",
-                f"rank {self._rank}: DeviceMesh",
+                "DeviceMesh",
                 f"the mesh {self._describe()} has no dimension '{dim}'",
                 "use one of the dimension names the mesh was built with",
+                rank=self._rank,
             ) from None
 
     @property
@@ -128,9 +130,10 @@ class DeviceMesh:
             if d in inside:
                 raise make_error(
                     "VG-API-016",
-                    f"rank {self._rank}: DeviceMesh",
+                    "DeviceMesh",
                     f"dimension '{name}' is named twice in group()",
                     "name each dimension of the group once",
+                    rank=self._rank,
                 )
             inside.append(d)
         key_dims = tuple(inside)

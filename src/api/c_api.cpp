@@ -85,7 +85,41 @@ const char* vigilGetErrorString(vigilResult_t result) {
 }
 
 const char* vigilGetLastError(vigilComm_t comm) {
-  return api::lastErrorText(comm);
+  const Error* error = api::lastError(comm);
+  return error != nullptr ? error->text().c_str() : "";
+}
+
+vigilResult_t vigilGetLastErrorInfo(vigilComm_t comm, vigilErrorInfo* info) {
+  // Checked before the last error is read: a refusal replaces it.
+  const vigilResult_t refused = api::guarded(comm, [&] {
+    if (info == nullptr) {
+      ErrorBuilder(Errc::ApiNullArgument).op("vigilGetLastErrorInfo").cause("info is NULL").raise();
+    }
+    if (info->structSize < sizeof(vigilErrorInfo)) {
+      ErrorBuilder(Errc::ApiBadStructSize)
+          .op("vigilGetLastErrorInfo")
+          .cause("info->structSize is ", info->structSize, "; this version of vigilErrorInfo has ",
+                 sizeof(vigilErrorInfo), " bytes")
+          .remedy("set structSize to sizeof(vigilErrorInfo) (initialise the struct with VIGIL_ERROR_INFO_INIT)")
+          .raise();
+    }
+  });
+  if (refused != vigilSuccess) return refused;
+  // Fields beyond this version's struct (a caller built with a newer vigil.h)
+  // are left as the caller set them.
+  const Error* error = api::lastError(comm);
+  info->result = error != nullptr ? error->result() : vigilSuccess;
+  info->id = error != nullptr ? error->id() : "";
+  info->rank = error != nullptr ? error->rank() : -1;
+  info->nranks = error != nullptr ? error->nranks() : -1;
+  info->commName = error != nullptr ? error->comm().c_str() : "";
+  info->op = error != nullptr ? error->op().c_str() : "";
+  info->seq = error != nullptr ? error->seq() : -1;
+  info->peer = error != nullptr ? error->peer() : -1;
+  info->cause = error != nullptr ? error->cause().c_str() : "";
+  info->remedy = error != nullptr ? error->remedy().c_str() : "";
+  info->text = error != nullptr ? error->text().c_str() : "";
+  return vigilSuccess;
 }
 
 vigilResult_t vigilGetRootInfo(vigilRootInfo* info) {
@@ -188,7 +222,7 @@ vigilResult_t vigilCommGetAsyncError(vigilComm_t comm, vigilResult_t* asyncError
     }
     std::optional<Error> error = api::acquire(comm)->asyncError();
     *asyncError = error ? error->result() : vigilSuccess;
-    if (error) api::setLastError(comm, error->text());
+    if (error) api::setLastError(comm, *error);
   });
 }
 
@@ -311,8 +345,10 @@ vigilResult_t vigilGroupEnd(void) {
   if (group::active()) return rc;  // an inner end: the group is still open
   const std::vector<vigilComm_t> comms = std::exchange(groupComms, {});
   if (rc != vigilSuccess) {
-    const std::string text = api::lastErrorText(nullptr);
-    for (vigilComm_t c : comms) api::setLastError(c, text);
+    if (const Error* error = api::lastError(nullptr)) {
+      const Error failed = *error;
+      for (vigilComm_t c : comms) api::setLastError(c, failed);
+    }
   }
   return rc;
 }

@@ -19,7 +19,9 @@ Shells& shells() {
   return *s;
 }
 
-thread_local std::unordered_map<const void*, std::string> lastErrors;
+// Node-based: a stored error stays where it is while others are added, so the
+// strings handed out stay valid until that error is replaced.
+thread_local std::unordered_map<const void*, Error> lastErrors;
 
 }  // namespace
 
@@ -76,41 +78,38 @@ vigilEvent& eventOf(vigilEvent_t event) {
   return *event;
 }
 
-void setLastError(vigilComm_t comm, const std::string& text) {
-  lastErrors[comm] = text;
-  if (comm != nullptr) lastErrors[nullptr] = text;  // also "the last error of this thread"
+void setLastError(vigilComm_t comm, const Error& error) {
+  lastErrors.insert_or_assign(comm, error);
+  if (comm != nullptr) lastErrors.insert_or_assign(nullptr, error);  // also "the last error of this thread"
 }
 
 vigilResult_t fromException(vigilComm_t comm) {
   try {
     throw;
   } catch (const Error& e) {
-    setLastError(comm, e.text());
+    setLastError(comm, e);
     return e.result();
   } catch (const std::bad_alloc&) {
     Error e = ErrorBuilder(Errc::OpOutOfMemory).cause("out of memory").build();
-    setLastError(comm, e.text());
+    setLastError(comm, e);
     return e.result();
   } catch (const std::exception& ex) {
     Error e = ErrorBuilder(Errc::Internal).cause(ex.what()).build();
-    setLastError(comm, e.text());
+    setLastError(comm, e);
     return e.result();
   }
 }
 
-const char* lastErrorText(vigilComm_t comm) {
+const Error* lastError(vigilComm_t comm) {
   auto it = lastErrors.find(comm);
-  if (it != lastErrors.end()) return it->second.c_str();
+  if (it != lastErrors.end()) return &it->second;
   // An error this thread did not see (it failed an op on another thread).
   if (comm != nullptr && comm->magic.load() == vigilComm::kLive) {
     if (auto impl = comm->impl.load()) {
-      if (auto error = impl->asyncError()) {
-        lastErrors[comm] = error->text();
-        return lastErrors[comm].c_str();
-      }
+      if (auto error = impl->asyncError()) return &lastErrors.insert_or_assign(comm, *error).first->second;
     }
   }
-  return "";
+  return nullptr;
 }
 
 }  // namespace vigil::api

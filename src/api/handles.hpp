@@ -44,14 +44,18 @@ std::shared_ptr<Communicator> acquire(vigilComm_t comm);
 // Detaches the communicator from its handle (destroy/abort); null if already dead.
 std::shared_ptr<Communicator> retire(vigilComm_t comm);
 
-// Runs `body`, mapping a thrown Error to its result code and storing its text
-// as the calling thread's last error for `comm`.
+// Runs `body`, mapping a thrown Error to its result code and storing it as
+// the calling thread's last error for `comm`.
 template <class Body>
 vigilResult_t guarded(vigilComm_t comm, Body&& body);
 
-void setLastError(vigilComm_t comm, const std::string& text);
+// Also the thread's last error (comm NULL). Replaces the stored error, whose
+// strings vigilGetLastError/vigilGetLastErrorInfo handed out.
+void setLastError(vigilComm_t comm, const Error& error);
 vigilResult_t fromException(vigilComm_t comm);
-const char* lastErrorText(vigilComm_t comm);
+// The calling thread's last error for `comm` (NULL: of the thread); else the
+// communicator's asynchronous error, which this thread did not see; else null.
+const Error* lastError(vigilComm_t comm);
 
 template <class Body>
 vigilResult_t guarded(vigilComm_t comm, Body&& body) {

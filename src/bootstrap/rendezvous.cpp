@@ -55,6 +55,7 @@ std::vector<uint8_t> RendezvousReply::encode() const {
   w.put<uint8_t>(ok ? 0 : 1);
   if (!ok) {
     w.put<uint32_t>(result).putString(errorText);
+    if (error) putError(w, *error);
     return std::move(w.bytes());
   }
   w.put<uint32_t>(static_cast<uint32_t>(peers.size()));
@@ -74,6 +75,7 @@ RendezvousReply RendezvousReply::decode(const std::vector<uint8_t>& bytes) {
   if (!reply.ok) {
     reply.result = static_cast<vigilResult_t>(r.get<uint32_t>());
     reply.errorText = r.getString(1 << 20);
+    if (!r.done()) reply.error = getError(r);
     return reply;
   }
   auto count = r.get<uint32_t>();
@@ -191,18 +193,15 @@ std::vector<PeerInfo> rendezvous(const SocketAddress& root, const JobToken& toke
         .raise();
   }
   if (!reply.ok) {
-    // The root's verdict is the same text on every rank; keep its id and code.
-    // Each rank says who it is in front of the shared text.
-    Errc errc = Errc::BootRootFailed;
-    std::string text = reply.errorText;
-    for (const ErrcInfo& info : allErrcInfo()) {
-      const std::string prefix = cat(info.id, ": ");
-      if (text.rfind(prefix, 0) == 0) {
-        errc = info.errc;
-        text.insert(prefix.size(), cat("rank ", hello.rank, "/", hello.nranks, ": "));
-      }
-    }
-    throw Error(errc, reply.result, text);
+    // The root's verdict is the same error on every rank; each rank adds who it is.
+    if (reply.error) ErrorBuilder::from(*reply.error).rank(hello.rank, hello.nranks).raise();
+    // A root of another version: its text is all there is.
+    ErrorBuilder(Errc::BootRootFailed)
+        .result(reply.result)
+        .rank(hello.rank, hello.nranks)
+        .op("init")
+        .cause("the rendezvous root refused this rank: ", reply.errorText)
+        .raise();
   }
   if (static_cast<int>(reply.peers.size()) != hello.nranks) {
     ErrorBuilder(Errc::PeerProtocol)

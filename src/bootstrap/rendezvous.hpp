@@ -4,6 +4,7 @@
 // of all ranks' addresses, or with one error that every rank reports.
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -45,7 +46,8 @@ struct PeerInfo {
 };
 
 // The root's answer: the table, or an error (stable format across versions:
-// u8 status=1, u32 result, string text).
+// u8 status=1, u32 result, string text; then the error's fields, see
+// putError, which a rank of another version ignores).
 struct RendezvousReply {
   // A message from the root that is not a reply: "confirm your claim"
   // (u8 kConfirmRequest + 16-byte nonce). The rank sends it back unchanged.
@@ -57,6 +59,7 @@ struct RendezvousReply {
   bool ok = false;
   vigilResult_t result = vigilSuccess;
   std::string errorText;
+  std::optional<Error> error;  // the refusal's fields (absent from a root of an older version)
   std::vector<PeerInfo> peers;
 
   std::vector<uint8_t> encode() const;

@@ -322,6 +322,7 @@ void Rendezvous::refuseClaim(Pending& p, Errc errc, const std::string& cause) {
   RendezvousReply refusal;
   refusal.result = error.result();
   refusal.errorText = error.text();
+  refusal.error = error;
   sendMessage(p.fd.get(), refusal.encode(), Deadline::afterMs(2000));
   const std::string what = cat("a claim from ", p.from, " (", error.text(), ")");
   if (refusals_.size() < kRefusalsReported) refusals_.push_back(what);
@@ -427,6 +428,7 @@ void Rendezvous::fail(Errc errc, const std::string& cause, const std::string& re
   verdict_ = RendezvousReply{};
   verdict_->result = error.result();
   verdict_->errorText = error.text();
+  verdict_->error = error;
   VIGIL_LOG_AT(LogLevel::Warn, -1, "rendezvous root at ", listener_.address.toString(), ": ", error.text());
   replyAll(*verdict_);
 }

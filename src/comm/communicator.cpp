@@ -452,8 +452,7 @@ void Communicator::checkPeersBeforeStart(std::span<const int> peers, int64_t seq
     Error e = describePeerGone(p, state);
     {
       std::lock_guard lock(errorMutex_);
-      lastCause_ = e.text();
-      lastCauseResult_ = e.result();
+      lastCause_ = e;
     }
     throw e;
   }
@@ -473,7 +472,7 @@ Error Communicator::poisonWith(const Error& error, bool tellPeers) {
   }
   // The caller gets this error as its return value; the log is for the record.
   VIGIL_LOG_AT(LogLevel::Info, rank_, error.text());
-  if (tellPeers) control_.broadcastFailure(error.result(), error.text());
+  if (tellPeers) control_.broadcastFailure(error);
   return error;
 }
 
@@ -529,16 +528,14 @@ void Communicator::destroy(ByeReason reason, const std::string& exitError) {
   if (s == State::Active || s == State::Finalized) {
     if (!state_.compare_exchange_strong(s, State::Destroyed)) return;
     if (s == State::Active) {
-      std::string cause;
-      vigilResult_t causeResult = vigilSuccess;
+      std::optional<Error> cause;
       {
         std::lock_guard lock(errorMutex_);
-        cause = fatal_ ? fatal_->text() : lastCause_;
-        causeResult = fatal_ ? fatal_->result() : lastCauseResult_;
+        cause = fatal_ ? fatal_ : lastCause_;
       }
       // An error of its own first (it may be the uncaught one), else the uncaught error.
-      if (cause.empty() && reason == ByeReason::ProcessError) cause = exitError;
-      control_.sendBye(reason, completedSeq_.load(), cause, causeResult);
+      control_.sendBye(reason, completedSeq_.load(), cause,
+                       reason == ByeReason::ProcessError ? exitError : std::string());
     }
   } else {
     state_.store(State::Destroyed);
@@ -546,21 +543,16 @@ void Communicator::destroy(ByeReason reason, const std::string& exitError) {
   control_.poison();  // an op still running in another thread stops now
   control_.stop();
   if (hier_) {  // their peers are told this communicator's cause, if any
-    std::string cause;
-    vigilResult_t causeResult = vigilSuccess;
+    std::optional<Error> cause;
     {
       std::lock_guard lock(errorMutex_);
-      cause = fatal_ ? fatal_->text() : lastCause_;
-      causeResult = fatal_ ? fatal_->result() : lastCauseResult_;
+      cause = fatal_ ? fatal_ : lastCause_;
     }
     for (Communicator* c : {hier_->local.get(), hier_->leaders.get()}) {
       if (c == nullptr) continue;
       {
         std::lock_guard lock(c->errorMutex_);
-        if (!c->fatal_ && !cause.empty()) {
-          c->lastCause_ = cause;
-          c->lastCauseResult_ = causeResult;
-        }
+        if (!c->fatal_ && cause) c->lastCause_ = cause;
       }
       c->destroy(reason, exitError);
     }
@@ -573,20 +565,20 @@ void Communicator::abort(const std::string& why) {
   abortReason_ = why.empty() ? "vigilCommAbort" : why;
   state_.store(State::Aborted);
   control_.poison();  // blocked ops wake and return vigilAborted
-  Error notice = abortNotice_.empty()
-                     ? error(Errc::PeerAborted)
-                           .result(vigilAborted)
-                           .cause("rank ", rank_, " aborted the communicator (", abortReason_, ")")
-                           .remedy("see why rank ", rank_, " aborted; create a new communicator to continue")
-                           .build()
-                     : Error(Errc::PeerAborted, vigilAborted, abortNotice_);
-  control_.broadcastFailure(vigilAborted, notice.text());
+  const Error notice = abortNotice_
+                           ? *abortNotice_
+                           : error(Errc::PeerAborted)
+                                 .result(vigilAborted)
+                                 .cause("rank ", rank_, " aborted the communicator (", abortReason_, ")")
+                                 .remedy("see why rank ", rank_, " aborted; create a new communicator to continue")
+                                 .build();
+  control_.broadcastFailure(notice);
   control_.stop();
   if (hier_) {  // a hierarchical op waits in these: their peers hear this rank's notice
-    hier_->local->abortNotice_ = notice.text();
+    hier_->local->abortNotice_ = notice;
     hier_->local->abort(why);
     if (hier_->leaders) {
-      hier_->leaders->abortNotice_ = notice.text();
+      hier_->leaders->abortNotice_ = notice;
       hier_->leaders->abort(why);
     }
   }

@@ -158,7 +158,8 @@ class Communicator : private algo::StepRunner, private LivenessWatch {
   void confirmWithLeftNeighbour();
   std::string describePeer(int peer) const;
   // "rank 3", or for the communicators of a hierarchy "rank 3 (rank 6 of 'c1')".
-  std::string rankLabel(int peer) const;
+  std::string rankLabel(int peer) const;   // "rank 3", or "rank 3 (rank 7 of 'world')" in a hierarchy
+  std::string rankNumber(int peer) const;  // the same without "rank "
   std::string rankLabels(const std::vector<int>& peers) const;
   // Stores the communicator's first error; returns the one stored.
   Error poisonWith(const Error& error, bool tellPeers);
@@ -191,9 +192,9 @@ class Communicator : private algo::StepRunner, private LivenessWatch {
   // communicator they serve, so that their errors name the ranks users know.
   std::vector<int> outerRanks_;
   std::string outerName_;
-  // Text a hierarchy's communicator broadcasts when aborted on behalf of the
+  // What a hierarchy's communicator broadcasts when aborted on behalf of the
   // communicator it serves (that communicator's notice); empty otherwise.
-  std::string abortNotice_;
+  std::optional<Error> abortNotice_;
   std::string abortReason_;  // abort()'s `why`, written before state_ becomes Aborted
   ControlPlane control_;
   std::unique_ptr<DataPath> data_;
@@ -229,9 +230,8 @@ class Communicator : private algo::StepRunner, private LivenessWatch {
   enum class State : uint8_t { Active, Finalized, Destroyed, Aborted };
   std::atomic<State> state_{State::Active};
   mutable std::mutex errorMutex_;
-  std::optional<Error> fatal_;  // first error that broke the communicator
-  std::string lastCause_;       // last peer-loss error, for our goodbye
-  vigilResult_t lastCauseResult_ = vigilSuccess;
+  std::optional<Error> fatal_;      // first error that broke the communicator
+  std::optional<Error> lastCause_;  // last peer-loss error, for our goodbye
 };
 
 }  // namespace vigil

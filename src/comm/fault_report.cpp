@@ -74,10 +74,10 @@ std::string differingFields(const FrameHeader& mine, const FrameHeader& theirs) 
   return out;
 }
 
-// A relayed error keeps the id it was raised with (a size mismatch stays
+// A relayed mismatch keeps the id it was raised with (a size mismatch stays
 // VG-OP-003 however many ranks relay it).
-Errc relayedMismatchErrc(const std::string& text) {
-  return text.starts_with(errorId(Errc::OpSizeMismatch)) ? Errc::OpSizeMismatch : Errc::OpMismatch;
+Errc relayedMismatchErrc(const Error& relayed) {
+  return relayed.errc() == Errc::OpSizeMismatch ? Errc::OpSizeMismatch : Errc::OpMismatch;
 }
 
 }  // namespace
@@ -88,14 +88,18 @@ std::string Communicator::describePeer(int peer) const {
 }
 
 std::string Communicator::rankLabel(int peer) const {
-  if (outerRanks_.empty()) return cat("rank ", peer);
-  return cat("rank ", peer, " (rank ", outerRanks_[static_cast<size_t>(peer)], " of '", outerName_, "')");
+  return cat("rank ", rankNumber(peer));
+}
+
+std::string Communicator::rankNumber(int peer) const {
+  if (outerRanks_.empty()) return std::to_string(peer);
+  return cat(peer, " (rank ", outerRanks_[static_cast<size_t>(peer)], " of '", outerName_, "')");
 }
 
 std::string Communicator::rankLabels(const std::vector<int>& peers) const {
   if (outerRanks_.empty()) return joinRanks(peers);
   std::string out;
-  for (int p : peers) out += cat(out.empty() ? "" : ", ", rankLabel(p).substr(5));
+  for (int p : peers) out += cat(out.empty() ? "" : ", ", rankNumber(p));
   return out;
 }
 
@@ -113,39 +117,38 @@ Error Communicator::describePeerGone(int peer, const PeerState& s) const {
     case PeerState::Status::Left: {
       // A peer that left because of another failure quotes it: that one is
       // the root cause, and its remedy is the one that helps.
-      const size_t cut = s.byeCause.find(" Remedy: ");
+      const std::optional<Error>& quoted = s.byeError;
       // A mismatch stays a mismatch however many ranks relay it.
-      const bool mismatch = s.byeCauseResult == vigilMismatch;
-      b = error(mismatch ? relayedMismatchErrc(s.byeCause) : Errc::PeerLeft);
+      const bool mismatch = quoted && quoted->result() == vigilMismatch;
+      b = error(mismatch ? relayedMismatchErrc(*quoted) : Errc::PeerLeft);
       if (mismatch) b.result(vigilMismatch);
-      if (s.byeReason == ByeReason::ProcessError && s.byeCauseResult == vigilSuccess) {
+      if (s.byeReason == ByeReason::ProcessError && !quoted) {
         // Not a vigil failure: the program died of its own error.
         b.op(opLabel, collective ? seq : -1)
             .cause(describePeer(peer), " left the communicator: its process is ending because of an uncaught error (",
-                   s.byeCause.empty() ? std::string("no description") : s.byeCause, ") ", afterLast(),
+                   s.processError.empty() ? std::string("no description") : s.processError, ") ", afterLast(),
                    "; this rank still needs it")
             .remedy("see the output of ", rankLabel(peer),
                     " for that error (its traceback), fix it and restart the job");
         break;
       }
       b.op(opLabel, collective ? seq : -1)
-          .cause(
-              describePeer(peer), " left the communicator (", describe(s.byeReason), ") ", afterLast(),
-              "; this rank still needs it",
-              s.byeCause.empty() ? std::string() : cat(". It had failed before leaving: ", s.byeCause.substr(0, cut)));
-      if (cut != std::string::npos) b.remedy(s.byeCause.substr(cut + 9));
+          .cause(describePeer(peer), " left the communicator (", describe(s.byeReason), ") ", afterLast(),
+                 "; this rank still needs it",
+                 quoted ? cat(". It had failed before leaving: ", quoted->head()) : std::string());
+      if (quoted) b.remedy(quoted->remedy());
       break;
     }
     case PeerState::Status::Failed: {
       // A peer's mismatch verdict is everyone's: keep its result and id, and
       // its remedy, which is about the root cause.
-      const bool mismatch = s.failure == vigilMismatch;
-      const size_t cut = s.failureText.find(" Remedy: ");
-      b = error(mismatch ? relayedMismatchErrc(s.failureText) : Errc::PeerAborted);
+      const Error& reported = *s.failure;
+      const bool mismatch = reported.result() == vigilMismatch;
+      b = error(mismatch ? relayedMismatchErrc(reported) : Errc::PeerAborted);
       b.op(opLabel, collective ? seq : -1)
           .result(mismatch ? vigilMismatch : vigilRemoteError)
-          .cause(describePeer(peer), " stopped the communicator and reported: ", s.failureText.substr(0, cut));
-      if (cut != std::string::npos) b.remedy(s.failureText.substr(cut + 9));
+          .cause(describePeer(peer), " stopped the communicator and reported: ", reported.head())
+          .remedy(reported.remedy());
       break;
     }
     case PeerState::Status::Alive:
@@ -164,7 +167,7 @@ Error Communicator::describePeerGone(int peer, const PeerState& s) const {
               "(kill -9, OOM killer), or its host became unreachable");
       break;
   }
-  return b.build();
+  return b.peer(peer).build();
 }
 
 Error Communicator::describeMismatch(const ExchangeFault& f) const {
@@ -179,6 +182,7 @@ Error Communicator::mismatchError(int peer, const FrameHeader& mine, const Frame
     const std::string differing = differingFields(mine, theirs);
     return error(Errc::OpSizeMismatch)
         .op("recv")
+        .peer(peer)
         .cause("this rank's ", describeHeader(mine, true), " from ", rankLabel(peer), " expects ", mine.bytes,
                " bytes, but ", describePeer(peer), " sent its ", describeHeader(theirs), " of ", theirs.bytes,
                " bytes; differing: ", differing)
@@ -188,6 +192,7 @@ Error Communicator::mismatchError(int peer, const FrameHeader& mine, const Frame
   }
   const bool sizeOnly = mine.sameOp(theirs) && mine.bytes != theirs.bytes;
   ErrorBuilder b = error(sizeOnly ? Errc::OpSizeMismatch : Errc::OpMismatch);
+  b.peer(peer);
   // Also built on the control thread: describe the op from its header.
   b.op(collective ? opName(static_cast<OpKind>(mine.op)) : "send/recv",
        collective ? static_cast<int64_t>(mine.seq) : -1);
@@ -305,6 +310,7 @@ void Communicator::failOp(const ExchangeFault& f) {
     case Kind::Protocol: {
       Error e = error(Errc::PeerProtocol)
                     .op(currentLabel_, seq)
+                    .peer(f.peer)
                     .cause(describePeer(f.peer), " sent a data frame without vigil's frame magic (got 0x", std::hex,
                            f.received.magic, std::dec, ")")
                     .build();
@@ -319,8 +325,12 @@ void Communicator::failOp(const ExchangeFault& f) {
       const double waited = secondsSince(opStart_);
       std::string where = describeWhereOthersAre(f, seq);
       where[0] = static_cast<char>(std::toupper(static_cast<unsigned char>(where[0])));
+      // The peer it waits for, when it waits for one only.
+      int waitedFor = f.pending.empty() ? -1 : f.pending.front().peer;
+      for (const auto& p : f.pending) waitedFor = p.peer == waitedFor ? waitedFor : -1;
       Error e = error(Errc::OpTimeout)
                     .op(currentLabel_, seq)
+                    .peer(waitedFor)
                     .cause("timed out: ran ", cat(waited).substr(0, 5), " s on rank ", rank_, ", past the timeout of ",
                            config_.timeoutMs, " ms (", config_.timeoutSource, "); still ", waits, ". ", where)
                     .build();
@@ -329,6 +339,7 @@ void Communicator::failOp(const ExchangeFault& f) {
     case Kind::IoError: {
       Error e = error(Errc::NetSyscall)
                     .op(currentLabel_, seq)
+                    .peer(f.peer)
                     .cause("socket I/O with ", f.peer >= 0 ? describePeer(f.peer) : std::string("peers"),
                            " failed: ", errnoText(f.err))
                     .build();

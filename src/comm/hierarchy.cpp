@@ -24,17 +24,6 @@
 
 namespace vigil {
 
-namespace {
-
-// A step's error, quoted inside this communicator's: the remedy is the same
-// (same id) and is given once, at the end.
-std::string withoutRemedy(const std::string& text) {
-  const size_t at = text.rfind(" Remedy: ");
-  return at == std::string::npos ? text : text.substr(0, at);
-}
-
-}  // namespace
-
 void Communicator::buildHierarchy() {
   std::unordered_map<std::string, int> hostIndex;
   std::vector<int> hostOf(static_cast<size_t>(nranks_)), localRankOf(static_cast<size_t>(nranks_));
@@ -136,11 +125,15 @@ void Communicator::runHierarchical(const OpDesc& op) {
       if (leaders != nullptr) leaders->poisonWith(root, true);
       throw poisonWith(root, true);
     }
+    // The step's error is quoted without its remedy: the same id, whose
+    // remedy this error gives once, at its end.
+    const bool peerKnown = e.peer() >= 0 && static_cast<size_t>(e.peer()) < in->outerRanks_.size();
     Error wrapped = error(e.errc())
                         .result(e.result())
                         .op(currentLabel_, current_.seq)
+                        .peer(peerKnown ? in->outerRanks_[static_cast<size_t>(e.peer())] : -1)
                         .cause("the hierarchical step ", step, " (communicator '", in->name(), "' of ranks ",
-                               joinRanks(in->outerRanks_), ") failed: ", withoutRemedy(e.text()))
+                               joinRanks(in->outerRanks_), ") failed: ", e.head())
                         .build();
     // Every rank waiting in any of the three must learn of it.
     local->poisonWith(wrapped, true);

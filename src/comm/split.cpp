@@ -159,8 +159,7 @@ std::shared_ptr<Communicator> Communicator::splitAs(int color, int key, const st
       Error e = describePeerGone(gone, peer);
       {
         std::lock_guard lock(errorMutex_);
-        lastCause_ = e.text();  // what a goodbye of ours quotes
-        lastCauseResult_ = e.result();
+        lastCause_ = e;  // what a goodbye of ours quotes
       }
       throw e;
     }

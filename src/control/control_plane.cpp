@@ -24,6 +24,9 @@ enum class Msg : uint8_t {
   ProgressReply = 7,
   FingerprintQuery = 8
 };
+// What a goodbye quotes as the reason its rank leaves: nothing, the vigil
+// error it failed with (its fields), or its program's uncaught error (text).
+enum class ByeCause : uint8_t { None = 0, VigilError = 1, ProcessError = 2 };
 constexpr size_t kMaxControlMessage = 1 << 20;
 constexpr int kNoticeDeadlineMs = 1000;
 
@@ -233,8 +236,12 @@ void ControlPlane::onMessage(int peer, const uint8_t* data, size_t size) {
         PeerState details;
         details.byeReason = static_cast<ByeReason>(r.get<uint8_t>());
         details.lastSeq = r.get<int64_t>();
-        details.byeCause = r.getString(1 << 16);
-        details.byeCauseResult = static_cast<vigilResult_t>(r.get<uint32_t>());
+        switch (static_cast<ByeCause>(r.get<uint8_t>())) {
+          case ByeCause::None: break;
+          case ByeCause::VigilError: details.byeError = getError(r); break;
+          case ByeCause::ProcessError: details.processError = r.getString(1 << 16); break;
+          default: throw WireFormatError("unknown kind of goodbye cause");
+        }
         if (!r.done() && peer == (rank_ + nranks_ - 1) % nranks_) {
           const auto count = r.get<uint32_t>();
           std::lock_guard lock(mutex_);
@@ -248,8 +255,7 @@ void ControlPlane::onMessage(int peer, const uint8_t* data, size_t size) {
       }
       case Msg::Failure: {
         PeerState details;
-        details.failure = static_cast<vigilResult_t>(r.get<uint32_t>());
-        details.failureText = r.getString(1 << 16);
+        details.failure = getError(r);
         setState(peer, PeerState::Status::Failed, &details);
         break;
       }
@@ -338,14 +344,18 @@ void ControlPlane::setState(int peer, PeerState::Status status, const PeerState*
                                                    : " reported a failure");
 }
 
-void ControlPlane::sendBye(ByeReason reason, int64_t lastSeq, const std::string& cause, vigilResult_t causeResult) {
+void ControlPlane::sendBye(ByeReason reason, int64_t lastSeq, const std::optional<Error>& cause,
+                           const std::string& processError) {
   auto message = [&](bool withFingerprints) {
     WireWriter body;
-    body.put(static_cast<uint8_t>(Msg::Bye))
-        .put(static_cast<uint8_t>(reason))
-        .put(lastSeq)
-        .putString(cause)
-        .put<uint32_t>(causeResult);
+    body.put(static_cast<uint8_t>(Msg::Bye)).put(static_cast<uint8_t>(reason)).put(lastSeq);
+    if (cause) {
+      putError(body.put(static_cast<uint8_t>(ByeCause::VigilError)), *cause);
+    } else if (!processError.empty()) {
+      body.put(static_cast<uint8_t>(ByeCause::ProcessError)).putString(processError.substr(0, 1 << 16));
+    } else {
+      body.put(static_cast<uint8_t>(ByeCause::None));
+    }
     if (withFingerprints) {
       // The right neighbour may still need to confirm our last collectives
       // with us after we are gone: leave it their fingerprints.
@@ -373,9 +383,9 @@ void ControlPlane::sendBye(ByeReason reason, int64_t lastSeq, const std::string&
   }
 }
 
-void ControlPlane::broadcastFailure(vigilResult_t result, const std::string& text) {
+void ControlPlane::broadcastFailure(const Error& error) {
   WireWriter body;
-  body.put(static_cast<uint8_t>(Msg::Failure)).put<uint32_t>(result).putString(text);
+  putError(body.put(static_cast<uint8_t>(Msg::Failure)), error);
   WireWriter w;
   w.put<uint32_t>(static_cast<uint32_t>(body.bytes().size())).putBytes(body.bytes().data(), body.bytes().size());
   Deadline deadline = Deadline::afterMs(kNoticeDeadlineMs);

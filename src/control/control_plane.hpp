@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "core/deadline.hpp"
+#include "core/errors.hpp"
 #include "net/event_fd.hpp"
 #include "net/fd.hpp"
 #include "transport/frame.hpp"
@@ -38,17 +39,17 @@ struct PeerState {
   // Alive, but waiting in vigilCommFinalize after collective lastSeq: it
   // will run no other operation, so a later collective cannot complete.
   bool finalizing = false;
-  std::string byeCause;                         // the error it had failed with before leaving, if any
-  vigilResult_t byeCauseResult = vigilSuccess;  // and that error's result code
-  vigilResult_t failure = vigilSuccess;         // for Failed: the peer's error
-  std::string failureText;
+  // The vigil error it had failed with before leaving, if any (fields, as it raised it).
+  std::optional<Error> byeError;
+  // For ByeReason::ProcessError: its program's uncaught error, as the program
+  // described it (not a vigil error).
+  std::string processError;
+  std::optional<Error> failure;  // for Failed: the error the peer reported
   Clock::time_point since{};
 
-  // It left quoting another rank's failure: a bystander, not a root cause
-  // (an uncaught error of its own program is quoted with vigilSuccess).
-  bool leftBecauseOfAnother() const {
-    return status == Status::Left && !byeCause.empty() && byeCauseResult != vigilSuccess;
-  }
+  // It left quoting a vigil failure: a bystander, not a root cause (an
+  // uncaught error of its own program is no vigil failure).
+  bool leftBecauseOfAnother() const { return status == Status::Left && byeError.has_value(); }
 };
 
 // Called on the control thread when this rank's fingerprint of a collective
@@ -79,9 +80,11 @@ class ControlPlane {
   void stop();
 
   // Best-effort notices to every live peer, bounded by a short deadline.
-  void sendBye(ByeReason reason, int64_t lastSeq, const std::string& cause = {},
-               vigilResult_t causeResult = vigilSuccess);
-  void broadcastFailure(vigilResult_t result, const std::string& text);
+  // `cause`: the vigil error this rank failed with, if any; `processError`:
+  // for ByeReason::ProcessError without one, the program's uncaught error.
+  void sendBye(ByeReason reason, int64_t lastSeq, const std::optional<Error>& cause = std::nullopt,
+               const std::string& processError = {});
+  void broadcastFailure(const Error& error);
 
   // Fingerprints, compared with the neighbours in parallel with the data
   // path, at no cost on the fast path: each rank records which collective it

@@ -21,26 +21,42 @@ std::span<const ErrcInfo> allErrcInfo() {
   return kErrcTable;
 }
 
+std::optional<Errc> errcOfId(std::string_view id) {
+  for (const ErrcInfo& info : kErrcTable) {
+    if (id == info.id) return info.errc;
+  }
+  return std::nullopt;
+}
+
+ErrorBuilder ErrorBuilder::from(const Error& e) {
+  ErrorBuilder b(e.errc());
+  b.result_ = e.result();
+  b.rank_ = e.rank();
+  b.nranks_ = e.nranks();
+  b.comm_ = e.comm();
+  b.op_ = e.op();
+  b.seq_ = e.seq();
+  b.peer_ = e.peer();
+  b.cause_ = e.cause();
+  b.remedy_ = e.remedy();
+  return b;
+}
+
 Error ErrorBuilder::build() const {
   const ErrcInfo& info = errcInfo(errc_);
-  std::string text = info.id;
-  text += ": ";
-  if (rank_ >= 0) {
-    text += cat("rank ", rank_, "/", nranks_);
-    if (!comm_.empty()) text += cat(" (comm '", comm_, "')");
-    text += ": ";
-  }
-  if (!op_.empty()) {
-    text += op_;
-    if (seq_ >= 0) text += cat(" seq ", seq_);
-    text += ": ";
-  }
-  text += cause_.empty() ? std::string(info.meaning) : cause_;
-  if (!text.empty() && text.back() != '.') text += '.';
-  text += " Remedy: ";
-  text += remedy_.empty() ? std::string(info.remedy) : remedy_;
-  if (text.back() != '.') text += '.';
-  return Error(errc_, result_, std::move(text));
+  Error e;
+  e.errc_ = errc_;
+  e.result_ = result_;
+  e.rank_ = rank_;
+  e.nranks_ = rank_ >= 0 ? nranks_ : -1;
+  e.comm_ = rank_ >= 0 ? comm_ : std::string();  // the text names a comm only with a rank
+  e.op_ = op_;
+  e.seq_ = op_.empty() ? -1 : seq_;
+  e.peer_ = peer_;
+  e.cause_ = withFullStop(cause_.empty() ? std::string_view(info.meaning) : std::string_view(cause_));
+  e.remedy_ = withFullStop(remedy_.empty() ? std::string_view(info.remedy) : std::string_view(remedy_));
+  e.text_ = errorText(e.parts());
+  return e;
 }
 
 std::string errnoText(int err) {

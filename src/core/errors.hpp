@@ -1,14 +1,20 @@
 #pragma once
-// Every failure in vigil is an Error with a stable id from error_ids.def.
-// Messages are built here and nowhere else, in one shape:
+// Every failure in vigil is an Error with a stable id from error_ids.def and
+// the facts of the failure as fields: this rank, the communicator, the
+// operation and its sequence number, the peer involved, the cause and the
+// remedy. The text is made from the fields in one place (core/error_text.hpp),
+// in one shape:
 //   "VG-PEER-001: rank 0/4 (comm 'c7f3'): allreduce seq 42: <cause>. Remedy: <what to do>"
+// Errors cross rank boundaries as fields too (net/wire.hpp: putError/getError).
 
 #include <cstdint>
 #include <exception>
+#include <optional>
 #include <span>
 #include <string>
 #include <string_view>
 
+#include "core/error_text.hpp"
 #include "core/strcat.hpp"
 #include "vigil/vigil.h"
 
@@ -30,25 +36,56 @@ struct ErrcInfo {
 
 const ErrcInfo& errcInfo(Errc errc);
 std::span<const ErrcInfo> allErrcInfo();
+// The Errc of a stable id ("VG-OP-002"); nothing for an id this build does not have.
+std::optional<Errc> errcOfId(std::string_view id);
 
+class ErrorBuilder;
+
+// Built by ErrorBuilder. Cause and remedy are final: the table's text where
+// the raiser gave none, each ending with a full stop, as the text shows them.
 class Error : public std::exception {
  public:
-  Error(Errc errc, vigilResult_t result, std::string text) : errc_(errc), result_(result), text_(std::move(text)) {}
   Errc errc() const { return errc_; }
+  const char* id() const { return errcInfo(errc_).id; }
   vigilResult_t result() const { return result_; }
+  int rank() const { return rank_; }      // -1: none (e.g. the rendezvous root)
+  int nranks() const { return nranks_; }  // -1: none
+  const std::string& comm() const { return comm_; }
+  const std::string& op() const { return op_; }
+  int64_t seq() const { return seq_; }  // -1: none
+  int peer() const { return peer_; }    // -1: none
+  const std::string& cause() const { return cause_; }
+  const std::string& remedy() const { return remedy_; }
+
   const std::string& text() const { return text_; }
   const char* what() const noexcept override { return text_.c_str(); }
+  // The text without its remedy: how another error quotes this one.
+  std::string head() const { return errorHead(parts()); }
 
  private:
-  Errc errc_;
-  vigilResult_t result_;
+  friend class ErrorBuilder;
+  Error() = default;
+  ErrorTextParts parts() const { return {id(), rank_, nranks_, comm_, op_, seq_, cause_, remedy_}; }
+
+  Errc errc_ = Errc::Internal;
+  vigilResult_t result_ = vigilInternalError;
+  int rank_ = -1;
+  int nranks_ = -1;
+  std::string comm_;
+  std::string op_;
+  int64_t seq_ = -1;
+  int peer_ = -1;
+  std::string cause_;
+  std::string remedy_;
   std::string text_;
 };
 
-// Fills in the facts of one error; build() or raise() turns them into text.
+// Fills in the facts of one error; build() or raise() turns them into an Error.
 class ErrorBuilder {
  public:
   explicit ErrorBuilder(Errc errc) : errc_(errc), result_(errcInfo(errc).result) {}
+  // Starts from the fields of an existing error (to add this rank, say).
+  static ErrorBuilder from(const Error& e);
 
   ErrorBuilder& rank(int rank, int nranks) {
     rank_ = rank;
@@ -62,6 +99,12 @@ class ErrorBuilder {
   ErrorBuilder& op(std::string_view name, int64_t seq = -1) {
     op_ = name;
     seq_ = seq;
+    return *this;
+  }
+  // The peer rank the error is about (one that died, left, failed or sent
+  // something unexpected); not part of the text, whose cause names it.
+  ErrorBuilder& peer(int rank) {
+    peer_ = rank;
     return *this;
   }
   template <class... Parts>
@@ -92,6 +135,7 @@ class ErrorBuilder {
   std::string comm_;
   std::string op_;
   int64_t seq_ = -1;
+  int peer_ = -1;
   std::string cause_;
   std::string remedy_;
 };

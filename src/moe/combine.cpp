@@ -156,8 +156,8 @@ void combine(const std::shared_ptr<Communicator>& commPtr, const vigilMoeConfig*
           kHandleField, own);
   } catch (const Error& e) {
     // Handles of different dispatches: a usage error, like a foreign handle.
-    if (e.errc() != Errc::MoeConfigMismatch || e.text().find(kHandleField) == std::string::npos) throw;
-    comm.error(Errc::MoeBadHandle).op(kCall).cause(e.text().substr(e.text().find("ranks disagree"))).raise();
+    if (e.errc() != Errc::MoeConfigMismatch || e.cause().find(kHandleField) == std::string::npos) throw;
+    comm.error(Errc::MoeBadHandle).op(kCall).cause(e.cause()).raise();
   }
 
   const size_t rowBytes = static_cast<size_t>(cfg->hidden) * dtypeSize(a->xType);

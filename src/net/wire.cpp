@@ -8,6 +8,48 @@
 
 namespace vigil {
 
+namespace {
+constexpr size_t kMaxErrorField = 1 << 16;
+}  // namespace
+
+void putError(WireWriter& w, const Error& error) {
+  w.putString(error.id())
+      .put<uint32_t>(static_cast<uint32_t>(error.result()))
+      .put<int32_t>(error.rank())
+      .put<int32_t>(error.nranks())
+      .putString(error.comm())
+      .putString(error.op())
+      .put<int64_t>(error.seq())
+      .put<int32_t>(error.peer())
+      .putString(std::string_view(error.cause()).substr(0, kMaxErrorField))
+      .putString(std::string_view(error.remedy()).substr(0, kMaxErrorField));
+}
+
+Error getError(WireReader& r) {
+  const std::string id = r.getString(32);
+  const std::optional<Errc> errc = errcOfId(id);
+  if (!errc) throw WireFormatError("unknown error id");
+  const auto result = r.get<uint32_t>();
+  if (result == vigilSuccess || result > vigilNumericError) throw WireFormatError("bad result code in an error");
+  const auto rank = r.get<int32_t>();
+  const auto nranks = r.get<int32_t>();
+  const std::string comm = r.getString(4096);
+  const std::string op = r.getString(4096);
+  const auto seq = r.get<int64_t>();
+  const auto peer = r.get<int32_t>();
+  const std::string cause = r.getString(kMaxErrorField);
+  const std::string remedy = r.getString(kMaxErrorField);
+  return ErrorBuilder(*errc)
+      .result(static_cast<vigilResult_t>(result))
+      .rank(rank, nranks)
+      .comm(comm)
+      .op(op, seq)
+      .peer(peer)
+      .cause(cause)
+      .remedy(remedy)
+      .build();
+}
+
 JobToken randomToken() {
   JobToken token{};
   size_t filled = 0;

@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "core/deadline.hpp"
+#include "core/errors.hpp"
 #include "net/socket.hpp"
 
 namespace vigil {
@@ -21,7 +22,7 @@ namespace vigil {
 static_assert(std::endian::native == std::endian::little, "vigil's wire format assumes little-endian hosts");
 
 constexpr uint32_t kWireMagic = 0x4c494756;  // "VGIL"
-constexpr uint16_t kWireVersion = 1;
+constexpr uint16_t kWireVersion = 2;         // 2: control notices carry errors as fields
 
 enum class ConnKind : uint16_t { Rendezvous = 1, Control = 2, Data = 3 };
 
@@ -106,6 +107,14 @@ class WireReader {
   size_t size_;
   size_t pos_ = 0;
 };
+
+// An error as its fields, for the ranks that must learn of it (control
+// notices, the rendezvous root's verdict): string id, u32 result, i32 rank,
+// i32 nranks, string comm, string op, i64 seq, i32 peer, string cause, string
+// remedy. The receiver rebuilds the Error, text included, from the fields.
+void putError(WireWriter& w, const Error& error);
+// Throws WireFormatError for a malformed error or an id this build does not have.
+Error getError(WireReader& r);
 
 // Length-prefixed messages: u32 length, then the bytes. The receiver refuses
 // a length above maxBytes before allocating anything.

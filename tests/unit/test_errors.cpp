@@ -9,6 +9,7 @@
 #include <sstream>
 
 #include "core/errors.hpp"
+#include "net/wire.hpp"
 #include "vigil/vigil.h"
 
 namespace vigil {
@@ -87,6 +88,73 @@ TEST(ErrorBuilder, MessagesHaveOneShape) {
   Error plain = ErrorBuilder(Errc::CommFinalized).build();
   EXPECT_EQ(plain.text(), std::string("VG-COMM-003: ") + errcInfo(Errc::CommFinalized).meaning +
                               ". Remedy: " + errcInfo(Errc::CommFinalized).remedy + ".");
+}
+
+TEST(ErrorBuilder, FieldsAreWhatTheTextShows) {
+  Error e = ErrorBuilder(Errc::PeerLeft)
+                .rank(0, 4)
+                .comm("train")
+                .op("allreduce", 7)
+                .peer(3)
+                .cause("rank 3 left the communicator")
+                .build();
+  EXPECT_STREQ(e.id(), "VG-PEER-002");
+  EXPECT_EQ(e.result(), vigilRemoteError);
+  EXPECT_EQ(e.rank(), 0);
+  EXPECT_EQ(e.nranks(), 4);
+  EXPECT_EQ(e.comm(), "train");
+  EXPECT_EQ(e.op(), "allreduce");
+  EXPECT_EQ(e.seq(), 7);
+  EXPECT_EQ(e.peer(), 3);
+  EXPECT_EQ(e.cause(), "rank 3 left the communicator.");
+  EXPECT_EQ(e.remedy(), withFullStop(errcInfo(Errc::PeerLeft).remedy));
+  EXPECT_EQ(e.head(), "VG-PEER-002: rank 0/4 (comm 'train'): allreduce seq 7: rank 3 left the communicator.");
+  EXPECT_EQ(e.text(), e.head() + " Remedy: " + e.remedy());
+  // No rank: no rank part and no comm; no op: no seq.
+  Error bare = ErrorBuilder(Errc::Internal).comm("c").cause("x").build();
+  EXPECT_EQ(bare.comm(), "");
+  EXPECT_EQ(bare.seq(), -1);
+  EXPECT_EQ(bare.text(), "VG-INT-001: x. Remedy: " + bare.remedy());
+  // The shape the bindings use, from the same formatter: a rank without a count.
+  EXPECT_EQ(errorText({"VG-API-017", 3, -1, "", "DeviceMesh", -1, "no dimension 'x'.", "use one."}),
+            "VG-API-017: rank 3: DeviceMesh: no dimension 'x'. Remedy: use one.");
+}
+
+TEST(ErrorBuilder, ErrorsCrossTheWireAsFields) {
+  const Error sent = ErrorBuilder(Errc::OpSizeMismatch)
+                         .result(vigilMismatch)
+                         .rank(2, 8)
+                         .comm("moe")
+                         .op("recv")
+                         .peer(5)
+                         .cause("rank 5 sent 8 bytes. Remedy: is quoted text, not a field")
+                         .remedy("match the counts")
+                         .build();
+  WireWriter w;
+  putError(w, sent);
+  WireReader r(w.bytes());
+  const Error got = getError(r);
+  EXPECT_TRUE(r.done());
+  EXPECT_EQ(got.errc(), sent.errc());
+  EXPECT_EQ(got.result(), vigilMismatch);
+  EXPECT_EQ(got.rank(), 2);
+  EXPECT_EQ(got.nranks(), 8);
+  EXPECT_EQ(got.comm(), "moe");
+  EXPECT_EQ(got.op(), "recv");
+  EXPECT_EQ(got.seq(), -1);
+  EXPECT_EQ(got.peer(), 5);
+  EXPECT_EQ(got.cause(), sent.cause());
+  EXPECT_EQ(got.remedy(), "match the counts.");
+  EXPECT_EQ(got.text(), sent.text());
+  // Untrusted bytes: an unknown id or a cut message is a format error.
+  WireWriter unknown;
+  unknown.putString("VG-XYZ-999");
+  WireReader u(unknown.bytes());
+  EXPECT_THROW(getError(u), WireFormatError);
+  std::vector<uint8_t> cut = w.bytes();
+  cut.resize(cut.size() - 3);
+  WireReader c(cut);
+  EXPECT_THROW(getError(c), WireFormatError);
 }
 
 TEST(ErrorBuilder, RankListsStayShort) {

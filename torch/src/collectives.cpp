@@ -49,7 +49,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupVigil::allreduce_coalesced(std::vecto
                                                                       const c10d::AllreduceCoalescedOptions& opts) {
   const OpSite where = site("allreduce_coalesced");
   if (tensors.empty()) {
-    raise(where, vigilInvalidArgument, ids::kBadTensor, "the tensor list is empty", "pass at least one tensor");
+    raise(where, ids::TorchBadTensor, "the tensor list is empty", "pass at least one tensor");
   }
   requireDenseCpu(where, tensors, "tensors");
   requireSameType(where, tensors, "tensors");
@@ -106,7 +106,7 @@ void ProcessGroupVigil::monitoredBarrier(const c10d::BarrierOptions& opts, bool 
     try {
       store_->wait({released}, timeout);
     } catch (const std::exception&) {
-      raise(where, vigilTimeout, ids::kTimeout,
+      raise(where, ids::OpTimeout,
             "Rank " + std::to_string(rank_) +
                 " successfully reached monitoredBarrier, but received errors while waiting for send/recv from rank 0: "
                 "rank 0 did not release the barrier within " +
@@ -135,7 +135,7 @@ void ProcessGroupVigil::monitoredBarrier(const c10d::BarrierOptions& opts, bool 
     } else {
       arrived = store_->check({key});
       if (!arrived && !waitAllRanks) {
-        raise(where, vigilTimeout, ids::kTimeout,
+        raise(where, ids::OpTimeout,
               "Rank 0 timed out in monitoredBarrier after " + ms + ": rank " + std::to_string(r) +
                   " had not arrived when the time was up",
               "make every rank of the group call monitored_barrier, or give it a longer timeout");
@@ -147,7 +147,7 @@ void ProcessGroupVigil::monitoredBarrier(const c10d::BarrierOptions& opts, bool 
   }
   if (!missing.empty()) {
     const bool one = missing.size() == 1;
-    raise(where, vigilTimeout, ids::kTimeout,
+    raise(where, ids::OpTimeout,
           std::string(one ? "Rank " : "Ranks ") + ranksText(missing) + " failed to pass monitoredBarrier in " + ms +
               (waitAllRanks ? "" : " (the first rank found missing; wait_all_ranks=True names all of them)"),
           "find out why rank(s) " + ranksText(missing) +
@@ -194,12 +194,12 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupVigil::sparseAllreduce(const OpSite& 
                                                                   const c10d::AllreduceOptions& opts) {
   if (!tensor.device().is_cpu() || tensor.layout() != at::kSparse) requireDenseCpu(where, tensor, "tensor");
   if (opts.reduceOp.op_ != c10d::ReduceOp::SUM) {
-    raise(where, vigilInvalidArgument, ids::kBadRedOp, "sparse tensors are reduced with SUM only",
+    raise(where, ids::ApiBadRedOp, "sparse tensors are reduced with SUM only",
           "use ReduceOp.SUM, or make the tensor dense (tensor.to_dense()) for other reductions");
   }
   if (tensor.dim() > kMaxDims) {
     raise(
-        where, vigilInvalidArgument, ids::kBadTensor,
+        where, ids::TorchBadTensor,
         "the sparse tensor has " + std::to_string(tensor.dim()) + " dimensions, more than " + std::to_string(kMaxDims),
         "reshape it to at most " + std::to_string(kMaxDims) + " dimensions");
   }
@@ -212,7 +212,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupVigil::sparseAllreduce(const OpSite& 
     for (int r = 0; r < size_; ++r) {
       const int64_t* theirs = all.data() + r * kMetaWords;
       if (std::equal(meta.begin() + 1, meta.end(), theirs + 1)) continue;
-      raise(where, vigilMismatch, ids::kSparseMismatch,
+      raise(where, ids::TorchSparseMismatch,
             "rank " + std::to_string(r) + " passed a sparse tensor with " + shapeText(theirs) + ", this rank " +
                 shapeText(meta.data()),
             "pass sparse tensors of one shape, dtype and number of sparse dimensions on every rank");

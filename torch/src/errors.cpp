@@ -2,29 +2,32 @@
 
 #include <string_view>
 
+#include "core/error_text.hpp"
+
 namespace vigil::torchpg {
 
-void raise(const OpSite& site, vigilResult_t result, const char* id, const std::string& cause,
-           const std::string& remedy) {
-  std::string text = std::string(id) + ": rank " + std::to_string(site.rank) + "/" + std::to_string(site.size);
-  if (!site.comm.empty()) text += " (comm '" + site.comm + "')";
-  text += ": " + std::string(site.op) + ": " + cause;
-  if (text.back() != '.') text += '.';
-  text += " Remedy: " + remedy;
-  if (text.back() != '.') text += '.';
-  throw vigil::Error(result, text);
+void raise(const OpSite& site, ids::Id id, const std::string& cause, const std::string& remedy) {
+  const std::string stoppedCause = withFullStop(cause);
+  const std::string stoppedRemedy = withFullStop(remedy);
+  throw vigil::Error(id.result,
+                     errorText({id.id, site.rank, site.size, site.comm, site.op, -1, stoppedCause, stoppedRemedy}));
 }
 
 void check(vigilResult_t result, vigilComm_t comm) {
   if (result == vigilSuccess) return;
-  std::string text = vigilGetLastError(comm);
-  // The group's communicators take their timeout from the process group's
-  // timeout through vigilConfig: name it as the torch user set it.
-  static constexpr std::string_view kConfigSource = "(vigilConfig.timeoutMs)";
-  if (auto at = text.find(kConfigSource); at != std::string::npos) {
-    text.replace(at, kConfigSource.size(), "(the process group's timeout)");
+  vigilErrorInfo info = VIGIL_ERROR_INFO_INIT;
+  if (vigilGetLastErrorInfo(comm, &info) != vigilSuccess || *info.text == '\0') {
+    throw vigil::Error(result, std::string("vigil call failed: ") + vigilGetErrorString(result));
   }
-  throw vigil::Error(result, text);
+  // The group's communicators take their timeout from the process group's
+  // timeout through vigilConfig: the cause names it as the torch user set it.
+  std::string cause = info.cause;
+  static constexpr std::string_view kConfigSource = "(vigilConfig.timeoutMs)";
+  if (auto at = cause.find(kConfigSource); at != std::string::npos) {
+    cause.replace(at, kConfigSource.size(), "(the process group's timeout)");
+  }
+  throw vigil::Error(
+      info.result, errorText({info.id, info.rank, info.nranks, info.commName, info.op, info.seq, cause, info.remedy}));
 }
 
 }  // namespace vigil::torchpg

@@ -35,7 +35,7 @@ std::vector<int64_t> splitElements(const OpSite& site, const at::Tensor& t, cons
   std::vector<int64_t> elements;
   if (splits.empty()) {
     if (rows % site.size != 0) {
-      raise(site, vigilInvalidArgument, ids::kBadTensor,
+      raise(site, ids::TorchBadTensor,
             std::string(what) + " has " + std::to_string(rows) + " rows, not a multiple of the group size " +
                 std::to_string(site.size),
             "pass split sizes, or a tensor whose first dimension divides evenly among the ranks");
@@ -46,12 +46,12 @@ std::vector<int64_t> splitElements(const OpSite& site, const at::Tensor& t, cons
   requireListSize(site, splits.size(), static_cast<size_t>(site.size), std::string(what) + " split sizes");
   int64_t total = 0;
   for (int64_t s : splits) {
-    if (s < 0) raise(site, vigilInvalidArgument, ids::kBadTensor, "a split size is negative", "pass sizes >= 0");
+    if (s < 0) raise(site, ids::TorchBadTensor, "a split size is negative", "pass sizes >= 0");
     total += s;
     elements.push_back(s * rowElements);
   }
   if (total != rows) {
-    raise(site, vigilInvalidArgument, ids::kBadTensor,
+    raise(site, ids::TorchBadTensor,
           std::string(what) + " split sizes add up to " + std::to_string(total) + " rows, but the tensor has " +
               std::to_string(rows),
           "make the split sizes add up to the first dimension of the tensor");
@@ -91,7 +91,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupVigil::_reduce_scatter_base(at::Tenso
   requireDenseCpu(where, input, "input_tensor");
   requireDenseCpu(where, output, "output_tensor");
   if (output.scalar_type() != input.scalar_type() || input.numel() != size_ * output.numel()) {
-    raise(where, vigilInvalidArgument, ids::kBadTensor,
+    raise(where, ids::TorchBadTensor,
           "input_tensor holds " + std::to_string(input.numel()) + " elements of " + typeName(input.scalar_type()) +
               "; it must hold world_size * " + std::to_string(output.numel()) + " elements of " +
               typeName(output.scalar_type()),
@@ -120,7 +120,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupVigil::alltoall_base(at::Tensor& outp
   requireDenseCpu(where, input, "input");
   requireDenseCpu(where, output, "output");
   if (output.scalar_type() != input.scalar_type()) {
-    raise(where, vigilInvalidArgument, ids::kBadTensor,
+    raise(where, ids::TorchBadTensor,
           "output is " + typeName(output.scalar_type()) + " but input is " + typeName(input.scalar_type()),
           "give input and output the same dtype");
   }

@@ -39,7 +39,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupVigil::_allgather_base(at::Tensor& ou
   requireDenseCpu(where, input, "input_tensor");
   requireDenseCpu(where, output, "output_tensor");
   if (output.scalar_type() != input.scalar_type() || output.numel() != size_ * input.numel()) {
-    raise(where, vigilInvalidArgument, ids::kBadTensor,
+    raise(where, ids::TorchBadTensor,
           "output_tensor holds " + std::to_string(output.numel()) + " elements of " + typeName(output.scalar_type()) +
               "; it must hold world_size * " + std::to_string(input.numel()) + " elements of " +
               typeName(input.scalar_type()),

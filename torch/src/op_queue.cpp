@@ -98,7 +98,7 @@ std::exception_ptr OpQueue::expired(const Queued& queued, Clock::time_point now)
           : "the worker did not take it (it was still releasing the previous operation's tensors, which can need "
             "Python's GIL)";
   try {
-    raise(queued.job.site, vigilTimeout, ids::kQueueTimeout,
+    raise(queued.job.site, ids::TorchQueueTimeout,
           "waited " + millisecondsText(timeout_) + " (the process group's timeout) in " + name_ +
               " and never started: " + ahead,
           "find why " + std::string(running_ != nullptr ? running_ : "the worker") +
@@ -111,7 +111,7 @@ std::exception_ptr OpQueue::expired(const Queued& queued, Clock::time_point now)
 
 std::exception_ptr OpQueue::broken(const OpSite& site) const {
   try {
-    raise(site, vigilInvalidUsage, ids::kGroupBroken,
+    raise(site, ids::CommFailed,
           "the group cannot run more operations: an earlier one never started within the group's timeout (" +
               brokenBy_ + ")",
           "destroy the group and create a new one; the quoted error is the cause");

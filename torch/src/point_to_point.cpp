@@ -42,7 +42,7 @@ PointToPoint::Channel& PointToPoint::channel(const OpSite& site, int peer, Direc
   const auto last = channels_.upper_bound({peer, direction, INT_MAX});
   if (std::distance(first, last) == kMaxTagsPerPeer) {
     const std::string way = direction == Direction::Send ? "sends to" : "receives from";
-    raise(site, vigilInvalidUsage, ids::kTooManyTags,
+    raise(site, ids::TorchTooManyTags,
           "tag " + std::to_string(tag) + " would be the " + std::to_string(kMaxTagsPerPeer + 1) +
               "th tag of this rank's " + way + " rank " + std::to_string(peer) +
               " in this group; the backend keeps a channel (a communicator "
@@ -106,7 +106,7 @@ vigilComm_t PointToPoint::Channel::comm(const OpSite& site) {
       try {
         text = store->get(storeKey());
       } catch (const std::exception& e) {
-        raise(site, vigilTimeout, ids::kTimeout,
+        raise(site, ids::OpTimeout,
               "rank " + std::to_string(peer_) + " posted no send to this rank within the store's timeout (" +
                   std::to_string(owner_.storeTimeout_.count()) + " ms; the store said: " + firstLine(e.what()) + ")",
               "make rank " + std::to_string(peer_) + " send what this rank receives, in the same order");

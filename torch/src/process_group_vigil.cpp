@@ -97,7 +97,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupVigil::launchOn(OpQueue& queue, std::
 
 at::Tensor ProcessGroupVigil::singleTensor(const OpSite& where, const std::vector<at::Tensor>& tensors) const {
   if (tensors.size() != 1) {
-    raise(where, vigilInvalidArgument, ids::kBadTensor,
+    raise(where, ids::TorchBadTensor,
           "got " + std::to_string(tensors.size()) + " tensors; the vigil backend takes one tensor per rank",
           "pass a list with exactly one tensor (multi-device collectives are not supported)");
   }
@@ -107,7 +107,7 @@ at::Tensor ProcessGroupVigil::singleTensor(const OpSite& where, const std::vecto
 
 void ProcessGroupVigil::requirePeer(const OpSite& where, int peer) const {
   if (peer >= 0 && peer < size_ && peer != rank_) return;
-  raise(where, vigilInvalidArgument, ids::kBadPeer,
+  raise(where, ids::ApiBadPeer,
         peer == rank_ ? "peer " + std::to_string(peer) + " is this rank itself"
                       : "peer " + std::to_string(peer) + " is outside [0, " + std::to_string(size_) + ")",
         "pass another rank of the group (group ranks, not global ranks)");

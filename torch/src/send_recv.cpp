@@ -40,7 +40,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupVigil::recv(std::vector<at::Tensor>& 
 }
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupVigil::recvAnysource(std::vector<at::Tensor>& /*tensors*/, int /*tag*/) {
-  raise(site("recv"), vigilInvalidUsage, ids::kNotSupported,
+  raise(site("recv"), ids::ApiNotSupported,
         "receiving from any source is not supported by the vigil backend (vigil matches every receive with one "
         "named sender)",
         "pass src= to recv/irecv; to learn who sends, first exchange the senders' ranks with a collective "

@@ -51,7 +51,7 @@ std::string typeName(at::ScalarType type) {
 vigilDataType_t reductionType(const OpSite& site, at::ScalarType type) {
   vigilDataType_t vt;
   if (!vigilTypeOf(type, &vt)) {
-    raise(site, vigilInvalidArgument, ids::kBadDataType,
+    raise(site, ids::ApiBadDataType,
           "vigil cannot reduce tensors of dtype " + typeName(type) +
               " (it reduces float32, float64, float16, bfloat16, int8, uint8, int32, int64 and bool)",
           "convert the tensor to a supported dtype before the collective (complex: torch.view_as_real)");
@@ -77,7 +77,7 @@ vigilRedOp_t reductionOp(const OpSite& site, const c10d::ReduceOp& op, at::Scala
       break;
     default: break;
   }
-  raise(site, vigilInvalidArgument, ids::kBadRedOp,
+  raise(site, ids::ApiBadRedOp,
         "ReduceOp." + opName(op.op_) + " on dtype " + typeName(type) +
             " has no vigil reduction (vigil has SUM, PRODUCT, MIN, MAX and AVG; BAND and BOR only on bool)",
         "use SUM, PRODUCT, MIN, MAX or AVG, or bool tensors for BAND/BOR");
@@ -99,7 +99,7 @@ void requireDenseCpu(const OpSite& site, const at::Tensor& t, const std::string&
     why = "is on device " + t.device().str();
   }
   if (!why.empty()) {
-    raise(site, vigilInvalidArgument, ids::kBadTensor, what + " " + why + "; the vigil backend takes dense CPU tensors",
+    raise(site, ids::TorchBadTensor, what + " " + why + "; the vigil backend takes dense CPU tensors",
           "move the tensor to the CPU (tensor.cpu()) and make it dense (tensor.to_dense())");
   }
 }
@@ -110,14 +110,14 @@ void requireDenseCpu(const OpSite& site, const std::vector<at::Tensor>& ts, cons
 
 void requireListSize(const OpSite& site, size_t got, size_t want, const std::string& what) {
   if (got == want) return;
-  raise(site, vigilInvalidArgument, ids::kBadTensor,
+  raise(site, ids::TorchBadTensor,
         what + " has " + std::to_string(got) + " tensor(s) where " + std::to_string(want) + " are needed",
         "pass " + std::to_string(want) + " tensor(s) in " + what);
 }
 
 void requireSameLayout(const OpSite& site, const at::Tensor& t, const at::Tensor& like, const std::string& what) {
   if (t.scalar_type() == like.scalar_type() && t.numel() == like.numel()) return;
-  raise(site, vigilInvalidArgument, ids::kBadTensor,
+  raise(site, ids::TorchBadTensor,
         what + " is " + shapeOf(t) + " but must hold as many elements of the same dtype as " + shapeOf(like),
         "make every tensor of the call the same dtype and size");
 }
@@ -125,7 +125,7 @@ void requireSameLayout(const OpSite& site, const at::Tensor& t, const at::Tensor
 void requireSameType(const OpSite& site, const std::vector<at::Tensor>& ts, const std::string& what) {
   for (size_t i = 1; i < ts.size(); ++i) {
     if (ts[i].scalar_type() == ts[0].scalar_type()) continue;
-    raise(site, vigilInvalidArgument, ids::kBadTensor,
+    raise(site, ids::TorchBadTensor,
           what + "[" + std::to_string(i) + "] is " + typeName(ts[i].scalar_type()) + " but " + what + "[0] is " +
               typeName(ts[0].scalar_type()),
           "give every tensor of the call the same dtype");
@@ -134,8 +134,7 @@ void requireSameType(const OpSite& site, const std::vector<at::Tensor>& ts, cons
 
 void requireRoot(const OpSite& site, int64_t root) {
   if (root >= 0 && root < site.size) return;
-  raise(site, vigilInvalidArgument, ids::kBadRoot,
-        "root " + std::to_string(root) + " is outside [0, " + std::to_string(site.size) + ")",
+  raise(site, ids::ApiBadRoot, "root " + std::to_string(root) + " is outside [0, " + std::to_string(site.size) + ")",
         "pass a root rank of the group (group ranks, not global ranks)");
 }
 

@@ -61,7 +61,7 @@ bool VigilWork::wait(std::chrono::milliseconds timeout) {
   }
   if (!completed_) {
     lock.unlock();
-    raise(site_, vigilTimeout, ids::kTimeout,
+    raise(site_, ids::OpTimeout,
           "Work.wait(timeout=" + std::to_string(timeout.count()) +
               " ms) ran out before the operation completed; it is still queued or running and ends by the "
               "group's timeout",
