@@ -41,8 +41,12 @@ inline std::string errorHead(const ErrorTextParts& p) {
   std::string text(p.id);
   text += ": ";
   if (p.rank >= 0) {
-    text += "rank " + std::to_string(p.rank);
-    if (p.nranks >= 0) text += "/" + std::to_string(p.nranks);
+    text += "rank ";
+    text += std::to_string(p.rank);
+    if (p.nranks >= 0) {
+      text += '/';
+      text += std::to_string(p.nranks);
+    }
     if (!p.comm.empty()) {
       text += " (comm '";
       text += p.comm;
@@ -52,7 +56,10 @@ inline std::string errorHead(const ErrorTextParts& p) {
   }
   if (!p.op.empty()) {
     text += p.op;
-    if (p.seq >= 0) text += " seq " + std::to_string(p.seq);
+    if (p.seq >= 0) {
+      text += " seq ";
+      text += std::to_string(p.seq);
+    }
     text += ": ";
   }
   text += p.cause;
