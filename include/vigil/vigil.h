@@ -132,9 +132,11 @@ typedef struct {
   int nanCheck;         /* -1 = env VIGIL_NAN_CHECK (default 0) */
   int bufferGuard;      /* -1 = env VIGIL_BUFFER_GUARD (default 0) */
   const char* commName; /* NULL = generated; shows in logs and errors */
+  const char* timeoutName; /* NULL = "vigilConfig.timeoutMs": how errors name the source of timeoutMs
+                              (a binding passes its own, e.g. "the process group's timeout") */
 } vigilConfig;
 #define VIGIL_CONFIG_INIT \
-  { sizeof(vigilConfig), -1, -1, -1, -1, -1, NULL }
+  { sizeof(vigilConfig), -1, -1, -1, -1, -1, NULL, NULL }
 VIGIL_API vigilResult_t vigilCommInitRootInfoConfig(int nranks, const vigilRootInfo* info, int rank,
                                                     const vigilConfig* config, vigilComm_t* comm);
 

@@ -215,6 +215,14 @@ CommConfig CommConfig::resolve(const vigilConfig* user, const EnvConfig& env) {
     if (name.size() > 64) bad("commName (length)", static_cast<long long>(name.size()), "at most 64 characters");
     cfg.name = name;
   }
+  const bool hasTimeoutName = user->size >= offsetof(vigilConfig, timeoutName) + sizeof(user->timeoutName);
+  if (hasTimeoutName && user->timeoutName != nullptr && user->timeoutMs != -1) {
+    std::string_view source(user->timeoutName);
+    if (source.empty() || source.size() > 64) {
+      bad("timeoutName (length)", static_cast<long long>(source.size()), "NULL or 1 to 64 characters");
+    }
+    cfg.timeoutSource = source;
+  }
   return cfg;
 }
 

@@ -3,6 +3,7 @@
 
 #include <gtest/gtest.h>
 
+#include <cstddef>
 #include <map>
 
 #include "core/config.hpp"
@@ -159,6 +160,29 @@ TEST(CommConfig, InvalidFieldsAreRefused) {
   u = VIGIL_CONFIG_INIT;
   u.size = 8;
   refuse(u, "vigilConfig.size = 8");
+  u = VIGIL_CONFIG_INIT;
+  u.timeoutMs = 500;
+  u.timeoutName = "";
+  refuse(u, "vigilConfig.timeoutName (length) = 0");
+}
+
+TEST(CommConfig, TimeoutNameSaysWhoSetTheTimeout) {
+  EnvConfig env = parseFrom({});
+  vigilConfig user = VIGIL_CONFIG_INIT;
+  user.timeoutMs = 500;
+  EXPECT_EQ(CommConfig::resolve(&user, env).timeoutSource, "vigilConfig.timeoutMs");
+  user.timeoutName = "the process group's timeout";
+  EXPECT_EQ(CommConfig::resolve(&user, env).timeoutSource, "the process group's timeout");
+  // A caller built against the header before timeoutName passes the smaller size: the
+  // field is not read, whatever lies there.
+  user.size = offsetof(vigilConfig, timeoutName);
+  user.timeoutName = "";
+  EXPECT_EQ(CommConfig::resolve(&user, env).timeoutSource, "vigilConfig.timeoutMs");
+  // No timeout of its own: the name has nothing to name.
+  vigilConfig envTimeout = VIGIL_CONFIG_INIT;
+  envTimeout.timeoutName = "the process group's timeout";
+  EXPECT_EQ(CommConfig::resolve(&envTimeout, parseFrom({{"VIGIL_TIMEOUT_MS", "700"}})).timeoutSource,
+            "VIGIL_TIMEOUT_MS");
 }
 
 }  // namespace

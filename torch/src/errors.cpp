@@ -1,7 +1,5 @@
 #include "errors.hpp"
 
-#include <string_view>
-
 #include "core/error_text.hpp"
 
 namespace vigil::torchpg {
@@ -19,15 +17,8 @@ void check(vigilResult_t result, vigilComm_t comm) {
   if (vigilGetLastErrorInfo(comm, &info) != vigilSuccess || *info.text == '\0') {
     throw vigil::Error(result, std::string("vigil call failed: ") + vigilGetErrorString(result));
   }
-  // The group's communicators take their timeout from the process group's
-  // timeout through vigilConfig: the cause names it as the torch user set it.
-  std::string cause = info.cause;
-  static constexpr std::string_view kConfigSource = "(vigilConfig.timeoutMs)";
-  if (auto at = cause.find(kConfigSource); at != std::string::npos) {
-    cause.replace(at, kConfigSource.size(), "(the process group's timeout)");
-  }
-  throw vigil::Error(
-      info.result, errorText({info.id, info.rank, info.nranks, info.commName, info.op, info.seq, cause, info.remedy}));
+  throw vigil::Error(info.result, errorText({info.id, info.rank, info.nranks, info.commName, info.op, info.seq,
+                                             info.cause, info.remedy}));
 }
 
 }  // namespace vigil::torchpg

@@ -22,6 +22,10 @@ struct Id {
 #undef VIGIL_ERROR
 }  // namespace ids
 
+// How vigil's errors name the timeout of the group's communicators (vigilConfig.timeoutName):
+// the torch user set it as the process group's timeout.
+inline constexpr const char* kTimeoutName = "the process group's timeout";
+
 // What the peers of a Work.wait() that Ctrl-C interrupted hear: "rank 0
 // aborted the communicator (KeyboardInterrupt: SIGINT in Python)".
 inline constexpr const char* kInterruptedReason = "KeyboardInterrupt: SIGINT in Python";

@@ -118,6 +118,7 @@ vigilComm_t PointToPoint::Channel::comm(const OpSite& site) {
     // Part of the first operation: the peer has the group's timeout to post its side.
     config.connectTimeoutMs = owner_.timeoutMs_;
     config.commName = commName_.c_str();
+    config.timeoutName = kTimeoutName;
     comm_.emplace(2, root, direction_ == Direction::Send ? 0 : 1, &config);
     connected_.store(comm_->get());
   } catch (...) {

@@ -60,6 +60,7 @@ ProcessGroupVigil::ProcessGroupVigil(const c10::intrusive_ptr<c10d::Store>& stor
   config.timeoutMs = timeoutMs;
   config.connectTimeoutMs = timeoutMs >= kMinConnectTimeoutMs ? timeoutMs : -1;
   config.commName = commName_.c_str();
+  config.timeoutName = kTimeoutName;
   comm_ = std::make_unique<vigil::Communicator>(size, vigil::RootInfo::fromString(rootText), rank, &config);
   completions_ = std::make_unique<CompletionPool>();
   p2p_ = std::make_unique<PointToPoint>(store, "vigil-p2p/" + rootText, commName_, rank, timeoutMs);
