@@ -107,7 +107,8 @@ const AlgoRow* selectAlgo(OpKind kind, size_t bytes, const Topology& topo, const
   const Algo forced = overrides.forced[static_cast<size_t>(kind)];
   if (const AlgoRow* row = findRow(kind, forced); row != nullptr && row->applies(topo)) return row;
   for (const AlgoRow& row : algorithmTable()) {
-    if (row.kind == kind && row.applies(topo) && row.pickUpTo && bytes <= *row.pickUpTo) return &row;
+    if (row.kind != kind || !row.applies(topo) || topo.nranks < row.pickFromRanks) continue;
+    if (row.pickUpTo && bytes <= *row.pickUpTo) return &row;
   }
   return nullptr;
 }

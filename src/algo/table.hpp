@@ -31,8 +31,9 @@ struct Topology {
   bool hierarchical = false;  // ranks on several hosts, several on one: per-host and leader communicators exist
 };
 
-// The table picks a row for messages up to `pickUpTo` bytes per rank;
-// kOnlyWhenForced rows run only when VIGIL_ALGO names them.
+// The table picks a row for messages up to `pickUpTo` bytes per rank on
+// `pickFromRanks` ranks or more; kOnlyWhenForced rows run only when
+// VIGIL_ALGO names them.
 constexpr std::optional<size_t> kAnySize = SIZE_MAX;
 constexpr std::optional<size_t> kOnlyWhenForced = std::nullopt;
 
@@ -43,6 +44,7 @@ struct AlgoRow {
   const char* description = "";
   Needs needs = Needs::Steps;
   std::optional<size_t> pickUpTo = kAnySize;
+  int pickFromRanks = 1;  // ... and on at least this many ranks
   void (*run)(StepRunner& runner, const OpDesc& op) = nullptr;
 
   bool applies(const Topology& topo) const {
