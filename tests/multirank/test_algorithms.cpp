@@ -23,6 +23,10 @@ struct Case {
   TransportKind transport;
 };
 
+void PrintTo(const Case& c, std::ostream* os) {
+  *os << opName(c.row->kind) << " " << c.row->name << " over " << toString(c.transport);
+}
+
 std::string caseName(const ::testing::TestParamInfo<Case>& info) {
   return std::string(opName(info.param.row->kind)) + "_" + info.param.row->name + "_" + toString(info.param.transport);
 }
