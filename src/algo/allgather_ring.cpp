@@ -1,27 +1,46 @@
 // Ring allgather: in step s every rank passes on the block it received in
 // step s-1 (its own block first), so after n-1 steps every rank has all n.
-// Blocks land directly in their final place in the output.
+// Blocks land directly in their final place in the output, in pieces of
+// kPipelineBytes.
 
+#include <algorithm>
 #include <cstring>
 
-#include "algo/algo.hpp"
+#include "algo/ring.hpp"
 #include "core/dtype.hpp"
 
 namespace vigil::algo {
 
-void allGatherRing(StepRunner& r, const void* send, void* recv, size_t sendcount, vigilDataType_t dtype) {
-  const size_t block = sendcount * dtypeSize(dtype);
+void ringAllGather(StepRunner& r, uint8_t* data, const Blocks& blocks, size_t elem) {
   const int n = r.nranks(), me = r.rank();
-  auto* out = static_cast<uint8_t*>(recv);
-  uint8_t* mine = out + static_cast<size_t>(me) * block;
-  if (send != mine && block > 0) std::memcpy(mine, send, block);
   const int right = mod(me + 1, n), left = mod(me - 1, n);
+  const size_t piece = std::max<size_t>(1, kPipelineBytes / elem);
   for (int s = 0; s < n - 1; ++s) {
     const int sendBlock = mod(me - s, n), recvBlock = mod(me - s - 1, n);
-    const Transfer step[] = {Transfer::send(right, out + static_cast<size_t>(sendBlock) * block, block),
-                             Transfer::recv(left, out + static_cast<size_t>(recvBlock) * block, block)};
-    r.exchange(step);
+    const size_t sendCount = blocks.size(sendBlock), recvCount = blocks.size(recvBlock);
+    uint8_t* const sendFrom = data + blocks.begin(sendBlock) * elem;
+    uint8_t* const recvInto = data + blocks.begin(recvBlock) * elem;
+    for (size_t off = 0; off < std::max(sendCount, recvCount); off += piece) {
+      Transfer step[2];
+      size_t k = 0;
+      if (off < sendCount) {
+        step[k++] = Transfer::send(right, sendFrom + off * elem, std::min(piece, sendCount - off) * elem);
+      }
+      if (off < recvCount) {
+        step[k++] = Transfer::recv(left, recvInto + off * elem, std::min(piece, recvCount - off) * elem);
+      }
+      r.exchange(std::span<const Transfer>(step, k));
+    }
   }
+}
+
+void allGatherRing(StepRunner& r, const OpDesc& op) {
+  const int n = r.nranks(), me = r.rank();
+  const size_t elem = dtypeSize(op.dtype), block = op.count * elem;
+  auto* out = static_cast<uint8_t*>(op.recv);
+  uint8_t* mine = out + static_cast<size_t>(me) * block;
+  if (op.send != mine && block > 0) std::memcpy(mine, op.send, block);
+  if (n > 1) ringAllGather(r, out, Blocks{op.count * static_cast<size_t>(n), n}, elem);
 }
 
 }  // namespace vigil::algo

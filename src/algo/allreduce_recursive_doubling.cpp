@@ -16,11 +16,13 @@
 
 namespace vigil::algo {
 
-void allReduceRecursiveDoubling(StepRunner& r, const void* send, void* recv, size_t count, vigilDataType_t dtype,
-                                vigilRedOp_t op) {
+void allReduceRecursiveDoubling(StepRunner& r, const OpDesc& desc) {
+  const size_t count = desc.count;
+  const vigilDataType_t dtype = desc.dtype;
+  const vigilRedOp_t op = desc.redop;
   const size_t bytes = count * dtypeSize(dtype);
-  auto* out = static_cast<uint8_t*>(recv);
-  if (send != recv && bytes > 0) std::memcpy(out, send, bytes);
+  auto* out = static_cast<uint8_t*>(desc.recv);
+  if (desc.send != desc.recv && bytes > 0) std::memcpy(out, desc.send, bytes);
   const int n = r.nranks(), me = r.rank();
   if (n == 1 || count == 0) return;
   int pof2 = 1;

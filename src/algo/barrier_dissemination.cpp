@@ -7,7 +7,7 @@
 
 namespace vigil::algo {
 
-void barrierDissemination(StepRunner& r) {
+void barrierDissemination(StepRunner& r, const OpDesc& /*op*/) {
   const int n = r.nranks(), me = r.rank();
   for (int k = 1; k < n; k <<= 1) {
     const Transfer round[] = {Transfer::send(mod(me + k, n), nullptr, 0), Transfer::recv(mod(me - k, n), nullptr, 0)};

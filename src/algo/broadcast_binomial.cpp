@@ -11,8 +11,11 @@
 
 namespace vigil::algo {
 
-void broadcastBinomial(StepRunner& r, const void* send, void* recv, size_t count, vigilDataType_t dtype, int root) {
-  const size_t bytes = count * dtypeSize(dtype);
+void broadcastBinomial(StepRunner& r, const OpDesc& op) {
+  const size_t bytes = op.count * dtypeSize(op.dtype);
+  const int root = op.root;
+  const void* send = op.send;
+  void* recv = op.recv;
   const int n = r.nranks(), me = r.rank();
   if (me == root && send != recv && bytes > 0) std::memcpy(recv, send, bytes);
   if (n == 1) return;

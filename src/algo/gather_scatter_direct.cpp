@@ -9,15 +9,17 @@
 
 namespace vigil::algo {
 
-void gatherDirect(StepRunner& r, const void* send, void* recv, size_t sendcount, vigilDataType_t dtype, int root) {
-  const size_t block = sendcount * dtypeSize(dtype);
+void gatherDirect(StepRunner& r, const OpDesc& op) {
+  const size_t block = op.count * dtypeSize(op.dtype);
+  const int root = op.root;
+  const void* send = op.send;
   const int n = r.nranks(), me = r.rank();
   if (me != root) {
     const Transfer toRoot[] = {Transfer::send(root, send, block)};
     r.exchange(toRoot);
     return;
   }
-  auto* out = static_cast<uint8_t*>(recv);
+  auto* out = static_cast<uint8_t*>(op.recv);
   uint8_t* mine = out + static_cast<size_t>(me) * block;
   if (send != mine && block > 0) std::memcpy(mine, send, block);
   std::vector<Transfer> step;
@@ -27,15 +29,17 @@ void gatherDirect(StepRunner& r, const void* send, void* recv, size_t sendcount,
   if (!step.empty()) r.exchange(step);
 }
 
-void scatterDirect(StepRunner& r, const void* send, void* recv, size_t recvcount, vigilDataType_t dtype, int root) {
-  const size_t block = recvcount * dtypeSize(dtype);
+void scatterDirect(StepRunner& r, const OpDesc& op) {
+  const size_t block = op.count * dtypeSize(op.dtype);
+  const int root = op.root;
+  void* recv = op.recv;
   const int n = r.nranks(), me = r.rank();
   if (me != root) {
     const Transfer fromRoot[] = {Transfer::recv(root, recv, block)};
     r.exchange(fromRoot);
     return;
   }
-  const auto* in = static_cast<const uint8_t*>(send);
+  const auto* in = static_cast<const uint8_t*>(op.send);
   const uint8_t* mine = in + static_cast<size_t>(me) * block;
   if (recv != mine && block > 0) std::memcpy(recv, mine, block);
   std::vector<Transfer> step;

@@ -11,8 +11,13 @@
 
 namespace vigil::algo {
 
-void reduceBinomial(StepRunner& r, const void* send, void* recv, size_t count, vigilDataType_t dtype, vigilRedOp_t op,
-                    int root) {
+void reduceBinomial(StepRunner& r, const OpDesc& desc) {
+  const size_t count = desc.count;
+  const vigilDataType_t dtype = desc.dtype;
+  const vigilRedOp_t op = desc.redop;
+  const int root = desc.root;
+  const void* send = desc.send;
+  void* recv = desc.recv;
   const size_t bytes = count * dtypeSize(dtype);
   const int n = r.nranks(), me = r.rank();
   const int vr = mod(me - root, n);

@@ -1,124 +1,116 @@
 #include "algo/select.hpp"
 
+#include <algorithm>
+#include <vector>
+
+#include "core/config.hpp"
+#include "core/strcat.hpp"
+
 namespace vigil::algo {
 
 namespace {
 
-constexpr Algo kAll[] = {Algo::Ring, Algo::RecursiveDoubling, Algo::Binomial, Algo::Direct, Algo::Dissemination,
-                         Algo::Shm,  Algo::Hierarchical};
-constexpr OpKind kCollectives[] = {OpKind::AllReduce,     OpKind::Broadcast, OpKind::Reduce,    OpKind::AllGather,
-                                   OpKind::ReduceScatter, OpKind::AllToAll,  OpKind::AllToAllV, OpKind::Gather,
-                                   OpKind::Scatter,       OpKind::Barrier};
+const AlgoRow* firstRowNamed(std::string_view name) {
+  for (const AlgoRow& row : algorithmTable()) {
+    if (name == row.name) return &row;
+  }
+  return nullptr;
+}
 
-// Below this, an allreduce over sockets is bound by latency: log2(n) steps
-// of the whole vector beat 2(n-1) steps of slices.
-constexpr size_t kTcpAllReduceLatencyBytes = 16 << 10;
+// Whether some row runs the collective called `name`.
+bool isCollectiveName(std::string_view name) {
+  return std::any_of(algorithmTable().begin(), algorithmTable().end(),
+                     [&](const AlgoRow& row) { return name == opName(row.kind); });
+}
+
+// Applies one VIGIL_ALGO item ("ring" or "allreduce=ring") to `out`.
+bool applyItem(std::string_view item, AlgoOverrides& out, std::string* error) {
+  std::string_view collName, algoWord = item;
+  if (size_t eq = item.find('='); eq != std::string_view::npos) {
+    collName = item.substr(0, eq);
+    algoWord = item.substr(eq + 1);
+  }
+  const AlgoRow* named = firstRowNamed(algoWord);
+  if (named == nullptr) {
+    *error = cat("unknown algorithm '", algoWord, "' (known: ", knownAlgoNames(), ")");
+    return false;
+  }
+  if (!collName.empty() && !isCollectiveName(collName)) {
+    *error = cat("unknown collective '", collName, "' in '", item, "'");
+    return false;
+  }
+  bool matched = false;
+  for (const AlgoRow& row : algorithmTable()) {
+    if (row.id != named->id || (!collName.empty() && collName != opName(row.kind))) continue;
+    out.forced[static_cast<size_t>(row.kind)] = row.id;
+    matched = true;
+  }
+  if (!matched) *error = cat(collName, " has no '", algoWord, "' algorithm");
+  return matched;
+}
 
 }  // namespace
 
 const char* algoName(Algo a) {
-  switch (a) {
-    case Algo::None: return "none";
-    case Algo::Ring: return "ring";
-    case Algo::RecursiveDoubling: return "recursive_doubling";
-    case Algo::Binomial: return "binomial";
-    case Algo::Direct: return "direct";
-    case Algo::Dissemination: return "dissemination";
-    case Algo::Shm: return "shm";
-    case Algo::Hierarchical: return "hierarchical";
+  if (a == Algo::None) return "none";
+  for (const AlgoRow& row : algorithmTable()) {
+    if (row.id == a) return row.name;
   }
   return "unknown";
 }
 
 std::optional<Algo> algoFromName(std::string_view name) {
-  for (Algo a : kAll) {
-    if (name == algoName(a)) return a;
-  }
-  return std::nullopt;
+  const AlgoRow* row = firstRowNamed(name);
+  if (row == nullptr) return std::nullopt;
+  return row->id;
 }
 
-bool algoApplies(Algo a, OpKind kind, const Topology& topo) {
-  switch (a) {
-    case Algo::Ring: return kind == OpKind::AllReduce || kind == OpKind::AllGather || kind == OpKind::ReduceScatter;
-    case Algo::RecursiveDoubling: return kind == OpKind::AllReduce;
-    case Algo::Binomial: return kind == OpKind::Broadcast || kind == OpKind::Reduce;
-    case Algo::Direct:
-      return kind == OpKind::AllToAll || kind == OpKind::AllToAllV || kind == OpKind::Gather || kind == OpKind::Scatter;
-    case Algo::Dissemination: return kind == OpKind::Barrier;
-    case Algo::Shm: return topo.shm && kind != OpKind::AllToAllV && kind != OpKind::Send && kind != OpKind::Recv;
-    case Algo::Hierarchical:
-      return topo.hierarchical && (kind == OpKind::AllReduce || kind == OpKind::Broadcast || kind == OpKind::Barrier);
-    case Algo::None: return false;
+std::string knownAlgoNames() {
+  std::vector<Algo> ids;
+  for (const AlgoRow& row : algorithmTable()) {
+    if (std::find(ids.begin(), ids.end(), row.id) == ids.end()) ids.push_back(row.id);
   }
-  return false;
+  std::sort(ids.begin(), ids.end());
+  std::string out;
+  for (Algo a : ids) out += cat(out.empty() ? "" : ", ", algoName(a));
+  return out;
 }
 
-std::optional<AlgoOverrides> AlgoOverrides::parse(std::string_view text, std::string* error) {
+std::optional<AlgoOverrides> AlgoOverrides::tryParse(std::string_view text, std::string* error) {
   AlgoOverrides out;
   size_t pos = 0;
-  while (pos <= text.size() && !text.empty()) {
-    size_t end = text.find(',', pos);
-    if (end == std::string_view::npos) end = text.size();
-    std::string_view item = text.substr(pos, end - pos);
-    pos = end + 1;
-    std::string_view collName, algo = item;
-    if (size_t eq = item.find('='); eq != std::string_view::npos) {
-      collName = item.substr(0, eq);
-      algo = item.substr(eq + 1);
-    }
-    std::optional<Algo> a = algoFromName(algo);
-    if (!a) {
-      *error = "unknown algorithm '" + std::string(algo) +
-               "' (known: ring, recursive_doubling, binomial, direct, dissemination, shm, hierarchical)";
-      return std::nullopt;
-    }
-    bool matched = false;
-    for (OpKind k : kCollectives) {
-      const bool named = collName.empty() ? algoApplies(*a, k, Topology{2, true, true}) : collName == opName(k);
-      if (!named) continue;
-      if (!collName.empty() && !algoApplies(*a, k, Topology{2, true, true})) {
-        *error = std::string(opName(k)) + " has no '" + std::string(algo) + "' algorithm";
-        return std::nullopt;
-      }
-      out.forced[static_cast<size_t>(k)] = *a;
-      matched = true;
-    }
-    if (!matched) {
-      *error = "unknown collective '" + std::string(collName) + "' in '" + std::string(item) + "'";
-      return std::nullopt;
-    }
+  while (!text.empty()) {
+    size_t end = std::min(text.find(',', pos), text.size());
+    if (!applyItem(text.substr(pos, end - pos), out, error)) return std::nullopt;
     if (end == text.size()) break;
+    pos = end + 1;
   }
   return out;
 }
 
-Algo selectAlgo(OpKind kind, size_t bytes, const Topology& topo, const AlgoOverrides& overrides) {
+AlgoOverrides AlgoOverrides::parse(std::string_view text) {
+  std::string why;
+  std::optional<AlgoOverrides> forced = tryParse(text, &why);
+  if (!forced) raiseBadValue("VIGIL_ALGO", text, cat("'<algorithm>' or '<collective>=<algorithm>,...': ", why));
+  return *forced;
+}
+
+const AlgoRow* findRow(OpKind kind, Algo a) {
+  for (const AlgoRow& row : algorithmTable()) {
+    if (row.kind == kind && row.id == a) return &row;
+  }
+  return nullptr;
+}
+
+const AlgoRow* selectAlgo(OpKind kind, size_t bytes, const Topology& topo, const AlgoOverrides& overrides) {
   if (kind == OpKind::Split) kind = OpKind::AllGather;  // moves its records as an all-gather
   const Algo forced = overrides.forced[static_cast<size_t>(kind)];
-  if (forced != Algo::None && algoApplies(forced, kind, topo)) return forced;
-  // Ranks on several hosts: shared memory inside each host, one message per
-  // host across them.
-  if (algoApplies(Algo::Hierarchical, kind, topo)) return Algo::Hierarchical;
-  // The table. Shared memory: every rank reads the others' staging buffers in
-  // place, at every size (chunks keep large messages in the caches).
-  switch (kind) {
-    case OpKind::AllReduce:
-      if (topo.shm) return Algo::Shm;
-      return bytes <= kTcpAllReduceLatencyBytes ? Algo::RecursiveDoubling : Algo::Ring;
-    case OpKind::AllGather:
-    case OpKind::ReduceScatter: return topo.shm ? Algo::Shm : Algo::Ring;
-    case OpKind::Broadcast: return topo.shm ? Algo::Shm : Algo::Binomial;
-    case OpKind::AllToAll: return topo.shm ? Algo::Shm : Algo::Direct;
-    case OpKind::Reduce: return topo.shm ? Algo::Shm : Algo::Binomial;
-    case OpKind::Gather:
-    case OpKind::Scatter: return topo.shm ? Algo::Shm : Algo::Direct;
-    case OpKind::AllToAllV: return Algo::Direct;
-    case OpKind::Barrier: return topo.shm ? Algo::Shm : Algo::Dissemination;
-    case OpKind::Send:
-    case OpKind::Recv:
-    case OpKind::Split: return Algo::None;
+  if (const AlgoRow* row = findRow(kind, forced); row != nullptr && row->applies(topo)) return row;
+  for (const AlgoRow& row : algorithmTable()) {
+    if (row.kind != kind || !row.applies(topo) || topo.nranks < row.pickFromRanks) continue;
+    if (row.pickUpTo && bytes <= *row.pickUpTo) return &row;
   }
-  return Algo::None;
+  return nullptr;
 }
 
 }  // namespace vigil::algo

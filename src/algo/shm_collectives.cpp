@@ -50,14 +50,16 @@ void stageSubBlocks(uint8_t* staged, const uint8_t* in, int n, int skip, size_t 
 
 // Allreduce (root < 0: every rank gets the result) and reduce (only `root`
 // does) share one schedule; only the copying out differs.
-void reduceToShm(StepRunner& r, const void* send, void* recv, size_t count, vigilDataType_t dtype, vigilRedOp_t op,
-                 int root) {
-  ShmDataPlane& p = *r.shm();
+void reduceToShm(ShmStepRunner& r, const OpDesc& desc, int root) {
+  ShmDataPlane& p = *r.shmPlane();
+  const size_t count = desc.count;
+  const vigilDataType_t dtype = desc.dtype;
+  const vigilRedOp_t op = desc.redop;
   const int n = r.nranks(), me = r.rank();
   const bool receives = root < 0 || me == root;
   const size_t elem = dtypeSize(dtype);
-  const auto* in = static_cast<const uint8_t*>(send);
-  auto* out = static_cast<uint8_t*>(recv);
+  const auto* in = static_cast<const uint8_t*>(desc.send);
+  auto* out = static_cast<uint8_t*>(desc.recv);
 
   if (count * elem <= std::min(shm::kSmallAllReduceBytes, p.stagingBytes())) {
     if (count == 0) return;
@@ -107,21 +109,24 @@ void reduceToShm(StepRunner& r, const void* send, void* recv, size_t count, vigi
 
 }  // namespace
 
-void allReduceShm(StepRunner& r, const void* send, void* recv, size_t count, vigilDataType_t dtype, vigilRedOp_t op) {
-  reduceToShm(r, send, recv, count, dtype, op, -1);
+void allReduceShm(StepRunner& r, const OpDesc& op) {
+  reduceToShm(requireShm(r), op, -1);
 }
 
-void reduceShm(StepRunner& r, const void* send, void* recv, size_t count, vigilDataType_t dtype, vigilRedOp_t op,
-               int root) {
-  reduceToShm(r, send, recv, count, dtype, op, root);
+void reduceShm(StepRunner& r, const OpDesc& op) {
+  reduceToShm(requireShm(r), op, op.root);
 }
 
-void gatherShm(StepRunner& r, const void* send, void* recv, size_t sendcount, vigilDataType_t dtype, int root) {
-  ShmDataPlane& p = *r.shm();
+void gatherShm(StepRunner& runner, const OpDesc& desc) {
+  ShmStepRunner& r = requireShm(runner);
+  ShmDataPlane& p = *r.shmPlane();
+  const size_t sendcount = desc.count;
+  const vigilDataType_t dtype = desc.dtype;
+  const int root = desc.root;
   const int n = r.nranks(), me = r.rank();
   const size_t bytes = sendcount * dtypeSize(dtype);
-  const auto* in = static_cast<const uint8_t*>(send);
-  auto* out = static_cast<uint8_t*>(recv);
+  const auto* in = static_cast<const uint8_t*>(desc.send);
+  auto* out = static_cast<uint8_t*>(desc.recv);
   if (me == root) copy(out + static_cast<size_t>(me) * bytes, in, bytes);
   for (size_t off = 0; off < bytes; off += p.stagingBytes()) {
     const size_t c = std::min(p.stagingBytes(), bytes - off);
@@ -137,12 +142,16 @@ void gatherShm(StepRunner& r, const void* send, void* recv, size_t sendcount, vi
   }
 }
 
-void scatterShm(StepRunner& r, const void* send, void* recv, size_t recvcount, vigilDataType_t dtype, int root) {
-  ShmDataPlane& p = *r.shm();
+void scatterShm(StepRunner& runner, const OpDesc& desc) {
+  ShmStepRunner& r = requireShm(runner);
+  ShmDataPlane& p = *r.shmPlane();
+  const size_t recvcount = desc.count;
+  const vigilDataType_t dtype = desc.dtype;
+  const int root = desc.root;
   const int n = r.nranks(), me = r.rank();
   const size_t elem = dtypeSize(dtype);
-  const auto* in = static_cast<const uint8_t*>(send);
-  auto* out = static_cast<uint8_t*>(recv);
+  const auto* in = static_cast<const uint8_t*>(desc.send);
+  auto* out = static_cast<uint8_t*>(desc.recv);
   if (me == root) copy(out, in + static_cast<size_t>(root) * recvcount * elem, recvcount * elem);
   const size_t chunk = subBlockChunk(p, elem, n);
   for (size_t off = 0; off < recvcount; off += chunk) {
@@ -156,12 +165,16 @@ void scatterShm(StepRunner& r, const void* send, void* recv, size_t recvcount, v
   }
 }
 
-void broadcastShm(StepRunner& r, const void* send, void* recv, size_t count, vigilDataType_t dtype, int root) {
-  ShmDataPlane& p = *r.shm();
+void broadcastShm(StepRunner& runner, const OpDesc& desc) {
+  ShmStepRunner& r = requireShm(runner);
+  ShmDataPlane& p = *r.shmPlane();
+  const size_t count = desc.count;
+  const vigilDataType_t dtype = desc.dtype;
+  const int root = desc.root;
   const int me = r.rank();
   const size_t bytes = count * dtypeSize(dtype);
-  const auto* in = static_cast<const uint8_t*>(send);
-  auto* out = static_cast<uint8_t*>(recv);
+  const auto* in = static_cast<const uint8_t*>(desc.send);
+  auto* out = static_cast<uint8_t*>(desc.recv);
   if (me == root) copy(out, in, bytes);
   const bool inLine = bytes <= shm::kInlineBytes;  // then it rides in the root's step line
   for (size_t off = 0; off < bytes; off += p.stagingBytes()) {
@@ -175,12 +188,15 @@ void broadcastShm(StepRunner& r, const void* send, void* recv, size_t count, vig
   }
 }
 
-void allGatherShm(StepRunner& r, const void* send, void* recv, size_t sendcount, vigilDataType_t dtype) {
-  ShmDataPlane& p = *r.shm();
+void allGatherShm(StepRunner& runner, const OpDesc& desc) {
+  ShmStepRunner& r = requireShm(runner);
+  ShmDataPlane& p = *r.shmPlane();
+  const size_t sendcount = desc.count;
+  const vigilDataType_t dtype = desc.dtype;
   const int n = r.nranks(), me = r.rank();
   const size_t bytes = sendcount * dtypeSize(dtype);
-  const auto* in = static_cast<const uint8_t*>(send);
-  auto* out = static_cast<uint8_t*>(recv);
+  const auto* in = static_cast<const uint8_t*>(desc.send);
+  auto* out = static_cast<uint8_t*>(desc.recv);
   copy(out + static_cast<size_t>(me) * bytes, in, bytes);
   for (size_t off = 0; off < bytes; off += p.stagingBytes()) {
     const size_t c = std::min(p.stagingBytes(), bytes - off);
@@ -194,13 +210,16 @@ void allGatherShm(StepRunner& r, const void* send, void* recv, size_t sendcount,
   }
 }
 
-void reduceScatterShm(StepRunner& r, const void* send, void* recv, size_t recvcount, vigilDataType_t dtype,
-                      vigilRedOp_t op) {
-  ShmDataPlane& p = *r.shm();
+void reduceScatterShm(StepRunner& runner, const OpDesc& desc) {
+  ShmStepRunner& r = requireShm(runner);
+  ShmDataPlane& p = *r.shmPlane();
+  const size_t recvcount = desc.count;
+  const vigilDataType_t dtype = desc.dtype;
+  const vigilRedOp_t op = desc.redop;
   const int n = r.nranks(), me = r.rank();
   const size_t elem = dtypeSize(dtype);
-  const auto* in = static_cast<const uint8_t*>(send);
-  auto* out = static_cast<uint8_t*>(recv);
+  const auto* in = static_cast<const uint8_t*>(desc.send);
+  auto* out = static_cast<uint8_t*>(desc.recv);
   const size_t chunk = subBlockChunk(p, elem, n);
   for (size_t off = 0; off < recvcount; off += chunk) {
     const size_t c = std::min(chunk, recvcount - off);
@@ -219,12 +238,15 @@ void reduceScatterShm(StepRunner& r, const void* send, void* recv, size_t recvco
   }
 }
 
-void allToAllShm(StepRunner& r, const void* send, void* recv, size_t count, vigilDataType_t dtype) {
-  ShmDataPlane& p = *r.shm();
+void allToAllShm(StepRunner& runner, const OpDesc& desc) {
+  ShmStepRunner& r = requireShm(runner);
+  ShmDataPlane& p = *r.shmPlane();
+  const size_t count = desc.count;
+  const vigilDataType_t dtype = desc.dtype;
   const int n = r.nranks(), me = r.rank();
   const size_t elem = dtypeSize(dtype);
-  const auto* in = static_cast<const uint8_t*>(send);
-  auto* out = static_cast<uint8_t*>(recv);
+  const auto* in = static_cast<const uint8_t*>(desc.send);
+  auto* out = static_cast<uint8_t*>(desc.recv);
   const size_t chunk = subBlockChunk(p, elem, n);
   const size_t self = static_cast<size_t>(me) * count * elem;
   copy(out + self, in + self, count * elem);
@@ -242,8 +264,8 @@ void allToAllShm(StepRunner& r, const void* send, void* recv, size_t count, vigi
   }
 }
 
-void barrierShm(StepRunner& r) {
-  r.shmSync();
+void barrierShm(StepRunner& r, const OpDesc& /*op*/) {
+  requireShm(r).shmSync();
 }
 
 }  // namespace vigil::algo

@@ -280,17 +280,27 @@ vigilResult_t vigilReduce(const void* sendbuff, void* recvbuff, size_t count, vi
 
 vigilResult_t vigilAllGather(const void* sendbuff, void* recvbuff, size_t sendcount, vigilDataType_t datatype,
                              vigilComm_t comm, vigilStream_t stream) {
-  return submit(comm, stream, OpDesc{OpKind::AllGather, sendbuff, recvbuff, sendcount, datatype});
+  return submit(
+      comm, stream,
+      OpDesc{.kind = OpKind::AllGather, .send = sendbuff, .recv = recvbuff, .count = sendcount, .dtype = datatype});
 }
 
 vigilResult_t vigilReduceScatter(const void* sendbuff, void* recvbuff, size_t recvcount, vigilDataType_t datatype,
                                  vigilRedOp_t op, vigilComm_t comm, vigilStream_t stream) {
-  return submit(comm, stream, OpDesc{OpKind::ReduceScatter, sendbuff, recvbuff, recvcount, datatype, op});
+  return submit(comm, stream,
+                OpDesc{.kind = OpKind::ReduceScatter,
+                       .send = sendbuff,
+                       .recv = recvbuff,
+                       .count = recvcount,
+                       .dtype = datatype,
+                       .redop = op});
 }
 
 vigilResult_t vigilAllToAll(const void* sendbuff, void* recvbuff, size_t count, vigilDataType_t datatype,
                             vigilComm_t comm, vigilStream_t stream) {
-  return submit(comm, stream, OpDesc{OpKind::AllToAll, sendbuff, recvbuff, count, datatype});
+  return submit(
+      comm, stream,
+      OpDesc{.kind = OpKind::AllToAll, .send = sendbuff, .recv = recvbuff, .count = count, .dtype = datatype});
 }
 
 vigilResult_t vigilAllToAllV(const void* sendbuff, const size_t* sendcounts, const size_t* sdispls, void* recvbuff,
@@ -319,7 +329,7 @@ vigilResult_t vigilScatter(const void* sendbuff, void* recvbuff, size_t recvcoun
 }
 
 vigilResult_t vigilBarrier(vigilComm_t comm, vigilStream_t stream) {
-  return submit(comm, stream, OpDesc{OpKind::Barrier});
+  return submit(comm, stream, OpDesc{.kind = OpKind::Barrier});
 }
 
 vigilResult_t vigilSend(const void* sendbuff, size_t count, vigilDataType_t datatype, int peer, vigilComm_t comm,

@@ -5,6 +5,7 @@
 
 #include <cstring>
 
+#include "algo/ring.hpp"
 #include "comm/communicator.hpp"
 #include "core/dtype.hpp"
 #include "reduce/reduce.hpp"
@@ -129,7 +130,8 @@ void Communicator::checkNumerics(const OpDesc& op, int64_t seq, int64_t inputInd
   // none); every rank then names the same first rank.
   std::vector<int64_t> mine{inputIndex}, all(static_cast<size_t>(nranks_), -1);
   if (nranks_ > 1) {
-    algo::allGatherRing(*this, mine.data(), all.data(), 1, vigilInt64);
+    algo::allGatherRing(
+        *this, {.kind = OpKind::AllGather, .send = mine.data(), .recv = all.data(), .count = 1, .dtype = vigilInt64});
   } else {
     all[0] = inputIndex;
   }

@@ -117,102 +117,18 @@ void Communicator::runCollective(const OpDesc& op) {
   } leave{inProgressSeq_};
   heardFromLeft_ = false;
   shmChecked_ = false;
-  const algo::Algo algo = algo::selectAlgo(op.kind, opBytes(op), topology_, config_.algo);
-  current_.algo = static_cast<uint16_t>(algo);
+  const algo::AlgoRow& algorithm = *algo::selectAlgo(op.kind, opBytes(op), topology_, algoOverrides_);
+  current_.algo = static_cast<uint16_t>(algorithm.id);
   if (nranks_ > 1) control_.recordFingerprint(current_);
-  if (algo == algo::Algo::Shm) data_->shm()->publishFingerprint(current_);
+  if (algorithm.needs == algo::Needs::SharedMemory) data_->shm()->publishFingerprint(current_);
   stallAt_ = Deadline(opStart_ + std::chrono::milliseconds(kStallMs));
   stallQueried_ = false;
   VIGIL_LOG_AT(LogLevel::Trace, rank_, currentLabel_, " seq ", seq, " count ", op.count, " ", dtypeName(op.dtype));
 
-  runAlgorithm(op, algo);
+  algorithm.run(*this, op);
   if (nranks_ > 1 && !heardFromLeft_) confirmWithLeftNeighbour();
   completedSeq_.store(seq);  // the data moved consistently, whatever the numbers say
   if (config_.nanCheck) checkNumerics(op, seq, nonFiniteInput);
-}
-
-void Communicator::runAlgorithm(const OpDesc& op, algo::Algo algo) {
-  using algo::Algo;
-  if (algo == Algo::Hierarchical) return runHierarchical(op);
-  const bool shm = algo == Algo::Shm;
-  switch (op.kind) {
-    case OpKind::AllReduce:
-      if (shm) {
-        algo::allReduceShm(*this, op.send, op.recv, op.count, op.dtype, op.redop);
-      } else if (algo == Algo::RecursiveDoubling) {
-        algo::allReduceRecursiveDoubling(*this, op.send, op.recv, op.count, op.dtype, op.redop);
-      } else {
-        algo::allReduceRing(*this, op.send, op.recv, op.count, op.dtype, op.redop);
-      }
-      break;
-    case OpKind::Broadcast:
-      if (shm) {
-        algo::broadcastShm(*this, op.send, op.recv, op.count, op.dtype, op.root);
-      } else {
-        algo::broadcastBinomial(*this, op.send, op.recv, op.count, op.dtype, op.root);
-      }
-      break;
-    case OpKind::Reduce:
-      if (shm) {
-        algo::reduceShm(*this, op.send, op.recv, op.count, op.dtype, op.redop, op.root);
-      } else {
-        algo::reduceBinomial(*this, op.send, op.recv, op.count, op.dtype, op.redop, op.root);
-      }
-      break;
-    case OpKind::AllGather:
-    case OpKind::Split:
-      if (shm) {
-        algo::allGatherShm(*this, op.send, op.recv, op.count, op.dtype);
-      } else {
-        algo::allGatherRing(*this, op.send, op.recv, op.count, op.dtype);
-      }
-      break;
-    case OpKind::ReduceScatter:
-      if (shm) {
-        algo::reduceScatterShm(*this, op.send, op.recv, op.count, op.dtype, op.redop);
-      } else {
-        algo::reduceScatterRing(*this, op.send, op.recv, op.count, op.dtype, op.redop);
-      }
-      break;
-    case OpKind::AllToAll: {
-      if (shm) {
-        algo::allToAllShm(*this, op.send, op.recv, op.count, op.dtype);
-        break;
-      }
-      // Equal blocks: the all-to-all-v schedule with uniform counts.
-      std::fill(uniformCounts_.begin(), uniformCounts_.end(), op.count);
-      for (size_t p = 0; p < uniformDispls_.size(); ++p) uniformDispls_[p] = p * op.count;
-      algo::allToAllVDirect(*this, op.send, uniformCounts_.data(), uniformDispls_.data(), op.recv,
-                            uniformCounts_.data(), uniformDispls_.data(), op.dtype);
-      break;
-    }
-    case OpKind::AllToAllV:
-      algo::allToAllVDirect(*this, op.send, op.sendcounts, op.sdispls, op.recv, op.recvcounts, op.rdispls, op.dtype);
-      break;
-    case OpKind::Gather:
-      if (shm) {
-        algo::gatherShm(*this, op.send, op.recv, op.count, op.dtype, op.root);
-      } else {
-        algo::gatherDirect(*this, op.send, op.recv, op.count, op.dtype, op.root);
-      }
-      break;
-    case OpKind::Scatter:
-      if (shm) {
-        algo::scatterShm(*this, op.send, op.recv, op.count, op.dtype, op.root);
-      } else {
-        algo::scatterDirect(*this, op.send, op.recv, op.count, op.dtype, op.root);
-      }
-      break;
-    case OpKind::Barrier:
-      if (shm) {
-        algo::barrierShm(*this);
-      } else {
-        algo::barrierDissemination(*this);
-      }
-      break;
-    case OpKind::Send:
-    case OpKind::Recv: break;  // not collectives
-  }
 }
 
 size_t Communicator::opBytes(const OpDesc& op) const {

@@ -17,11 +17,11 @@
 #include <vector>
 
 #include "algo/algo.hpp"
+#include "algo/op_desc.hpp"
 #include "algo/select.hpp"
 #include "bootstrap/mesh.hpp"
 #include "bootstrap/rendezvous.hpp"
 #include "bootstrap/root_info.hpp"
-#include "comm/op_desc.hpp"
 #include "control/control_plane.hpp"
 #include "core/config.hpp"
 #include "core/errors.hpp"
@@ -37,7 +37,10 @@ struct InitOverrides {
   std::string hostId;  // empty: this host's identity
 };
 
-class Communicator : private algo::StepRunner, private LivenessWatch {
+// The algorithms reach the shared-memory and hierarchical capabilities
+// through algo::requireShm / requireHierarchy (a checked cast, hence the
+// public bases); their methods stay private.
+class Communicator : public algo::ShmStepRunner, public algo::HierarchicalRunner, private LivenessWatch {
  public:
   // Collective: rendezvous, connections, handshake. Throws Error.
   static std::shared_ptr<Communicator> create(int nranks, const RootInfo& root, int rank, const CommConfig& config,
@@ -109,15 +112,16 @@ class Communicator : private algo::StepRunner, private LivenessWatch {
   // Ranks on several hosts, several on one host: the communicators of the
   // hierarchical algorithms (comm/hierarchy.cpp).
   void buildHierarchy();
-  void runHierarchical(const OpDesc& op);
+  // HierarchicalRunner
+  void runHierarchical(const OpDesc& op) override;
   static std::shared_ptr<Communicator> assemble(int rank, int nranks, const CommConfig& config, std::string name,
                                                 std::vector<PeerInfo> peers, const JobToken& token, Mesh mesh,
                                                 Deadline deadline);
 
-  // StepRunner
+  // ShmStepRunner
   void exchange(std::span<const Transfer> transfers) override;
   uint8_t* scratch(size_t bytes) override;
-  ShmDataPlane* shm() override { return data_->shm(); }
+  ShmDataPlane* shmPlane() override { return data_->shm(); }
   int shmTakeBuffer() override;
   uint64_t shmSync() override;
   void shmRelease(int buffer, uint64_t lastReadStep) override;
@@ -131,7 +135,6 @@ class Communicator : private algo::StepRunner, private LivenessWatch {
   bool peerAlive(int peer) const override;
 
   void runCollective(const OpDesc& op);
-  void runAlgorithm(const OpDesc& op, algo::Algo algo);
   size_t opBytes(const OpDesc& op) const;
   void runPointToPointBatch(std::span<const OpDesc> ops, ExchangeWork* work = nullptr);
   void exchange(std::span<const Transfer> transfers, ExchangeWork* work);
@@ -217,8 +220,8 @@ class Communicator : private algo::StepRunner, private LivenessWatch {
   std::atomic<uint8_t> inProgressOp_{0};
   std::vector<uint64_t> sendSeq_, recvSeq_;  // per peer, point-to-point
   std::vector<uint8_t> scratch_;
-  const std::vector<int> allPeers_;                    // every rank but this one
-  std::vector<size_t> uniformCounts_, uniformDispls_;  // all-to-all as all-to-all-v
+  const std::vector<int> allPeers_;    // every rank but this one
+  algo::AlgoOverrides algoOverrides_;  // VIGIL_ALGO
   FlightRecorder recorder_;
   const std::string dumpDir_;
   std::atomic<bool> dumped_{false};

@@ -59,6 +59,21 @@ void Communicator::buildHierarchy() {
                leader ? cat(" and '", hier_->leaders->name(), "' (tcp)") : std::string());
 }
 
+namespace {
+
+// One level's part of a hierarchical op: the whole op's count and data type.
+OpDesc reductionStep(const OpDesc& op, OpKind kind, const void* send, void* recv, vigilRedOp_t redop, int root = -1) {
+  return OpDesc{
+      .kind = kind, .send = send, .recv = recv, .count = op.count, .dtype = op.dtype, .redop = redop, .root = root};
+}
+
+OpDesc broadcastStep(const OpDesc& op, const void* send, void* recv, int root) {
+  return OpDesc{
+      .kind = OpKind::Broadcast, .send = send, .recv = recv, .count = op.count, .dtype = op.dtype, .root = root};
+}
+
+}  // namespace
+
 void Communicator::runHierarchical(const OpDesc& op) {
   Hierarchy& h = *hier_;
   Communicator* const local = h.local.get();
@@ -78,40 +93,40 @@ void Communicator::runHierarchical(const OpDesc& op) {
     switch (op.kind) {
       case OpKind::AllReduce: {
         const vigilRedOp_t redop = op.redop == vigilAvg ? vigilSum : op.redop;  // divided once, at the end
-        local->run(OpDesc{OpKind::Reduce, op.send, op.recv, op.count, op.dtype, redop, 0});
+        local->run(reductionStep(op, OpKind::Reduce, op.send, op.recv, redop, 0));
         if (leaders != nullptr) {
           across();
-          leaders->run(OpDesc{OpKind::AllReduce, op.recv, op.recv, op.count, op.dtype, redop});
+          leaders->run(reductionStep(op, OpKind::AllReduce, op.recv, op.recv, redop));
           if (op.redop == vigilAvg) reduce::divideInPlace(op.recv, op.count, op.dtype, nranks_);
         }
         back();
-        local->run(OpDesc{OpKind::Broadcast, op.recv, op.recv, op.count, op.dtype, vigilSum, 0});
+        local->run(broadcastStep(op, op.recv, op.recv, 0));
         break;
       }
       case OpKind::Broadcast: {
         const int rootHost = h.hostOf[static_cast<size_t>(op.root)];
         if (myHost == rootHost) {
           const int localRoot = h.localRankOf[static_cast<size_t>(op.root)];
-          local->run(OpDesc{OpKind::Broadcast, op.send, op.recv, op.count, op.dtype, vigilSum, localRoot});
+          local->run(broadcastStep(op, op.send, op.recv, localRoot));
         }
         if (leaders != nullptr) {
           across();
-          leaders->run(OpDesc{OpKind::Broadcast, op.recv, op.recv, op.count, op.dtype, vigilSum, rootHost});
+          leaders->run(broadcastStep(op, op.recv, op.recv, rootHost));
         }
         back();
         if (myHost != rootHost) {
-          local->run(OpDesc{OpKind::Broadcast, op.recv, op.recv, op.count, op.dtype, vigilSum, 0});
+          local->run(broadcastStep(op, op.recv, op.recv, 0));
         }
         break;
       }
       case OpKind::Barrier:
-        local->run(OpDesc{OpKind::Barrier});
+        local->run(OpDesc{.kind = OpKind::Barrier});
         if (leaders != nullptr) {
           across();
-          leaders->run(OpDesc{OpKind::Barrier});
+          leaders->run(OpDesc{.kind = OpKind::Barrier});
         }
         back();
-        local->run(OpDesc{OpKind::Barrier});
+        local->run(OpDesc{.kind = OpKind::Barrier});
         break;
       default:
         error(Errc::Internal).op(currentLabel_, current_.seq).cause("no hierarchical algorithm for this op").raise();

@@ -51,6 +51,8 @@ std::shared_ptr<Communicator> Communicator::create(int nranks, const RootInfo& r
   installExitHandler();
   raiseFdLimit();
   const EnvConfig& env = processConfig();
+  // A bad VIGIL_ALGO fails here, before any connection, like every bad tunable.
+  algo::AlgoOverrides::parse(config.algoText);
   const Deadline deadline = Deadline::afterMs(config.connectTimeoutMs);
   const auto started = Clock::now();
 
@@ -134,8 +136,7 @@ Communicator::Communicator(int rank, int nranks, CommConfig config, std::string 
         }
         return peers;
       }()),
-      uniformCounts_(static_cast<size_t>(nranks)),
-      uniformDispls_(static_cast<size_t>(nranks)),
+      algoOverrides_(algo::AlgoOverrides::parse(config_.algoText)),
       recorder_(static_cast<size_t>(processConfig().flightRecorder)),
       dumpDir_(processConfig().dumpDir) {
   topology_ = algo::Topology{nranks_, data_->shm() != nullptr};

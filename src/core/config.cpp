@@ -9,14 +9,15 @@
 #include "core/log.hpp"
 
 namespace vigil {
-namespace {
 
-[[noreturn]] void badValue(std::string_view var, std::string_view value, std::string_view accepted) {
+void raiseBadValue(std::string_view var, std::string_view value, std::string_view accepted) {
   ErrorBuilder(Errc::CfgBadValue)
       .cause(var, "='", value, "' is not valid")
       .remedy("set ", var, " to ", accepted, ", or unset it to use the default")
       .raise();
 }
+
+namespace {
 
 std::optional<long long> parseInt(std::string_view text) {
   long long value = 0;
@@ -28,7 +29,7 @@ std::optional<long long> parseInt(std::string_view text) {
 int parsePositiveMs(const char* var, const char* text) {
   auto value = parseInt(text);
   if (!value || *value <= 0 || *value > 0x7fffffffLL) {
-    badValue(var, text, "a positive number of milliseconds (1 to 2147483647)");
+    raiseBadValue(var, text, "a positive number of milliseconds (1 to 2147483647)");
   }
   return static_cast<int>(*value);
 }
@@ -37,7 +38,7 @@ bool parseSwitch(const char* var, const char* text) {
   std::string_view v(text);
   if (v == "1") return true;
   if (v == "0") return false;
-  badValue(var, text, "0 or 1");
+  raiseBadValue(var, text, "0 or 1");
 }
 
 PortRange parsePortRange(const char* text) {
@@ -47,7 +48,7 @@ PortRange parsePortRange(const char* text) {
   auto lo = dash == std::string_view::npos ? std::nullopt : parseInt(v.substr(0, dash));
   auto hi = dash == std::string_view::npos ? std::nullopt : parseInt(v.substr(dash + 1));
   if (!lo || !hi || *lo < 1 || *hi > 65535 || *lo > *hi) {
-    badValue("VIGIL_PORT_RANGE", text, "'auto' or 'lo-hi' with 1 <= lo <= hi <= 65535 (e.g. 29500-29599)");
+    raiseBadValue("VIGIL_PORT_RANGE", text, "'auto' or 'lo-hi' with 1 <= lo <= hi <= 65535 (e.g. 29500-29599)");
   }
   return {static_cast<uint16_t>(*lo), static_cast<uint16_t>(*hi)};
 }
@@ -102,7 +103,7 @@ EnvConfig EnvConfig::parse(const std::function<const char*(const char*)>& lookup
     } else if (t == "shm") {
       cfg.transport = TransportKind::Shm;
     } else {
-      badValue("VIGIL_TRANSPORT", v, "'auto', 'shm' or 'tcp'");
+      raiseBadValue("VIGIL_TRANSPORT", v, "'auto', 'shm' or 'tcp'");
     }
   }
   if (const char* v = get("VIGIL_FINGERPRINT")) cfg.fingerprint = parseSwitch("VIGIL_FINGERPRINT", v);
@@ -119,26 +120,18 @@ EnvConfig EnvConfig::parse(const std::function<const char*(const char*)>& lookup
         found = true;
       }
     }
-    if (!found) badValue("VIGIL_LOG", v, "one of error, warn, info, debug, trace");
+    if (!found) raiseBadValue("VIGIL_LOG", v, "one of error, warn, info, debug, trace");
   }
   if (const char* v = get("VIGIL_LOG_FILE")) cfg.logFile = v;
   if (const char* v = get("VIGIL_DUMP_DIR")) cfg.dumpDir = v;
   if (const char* v = get("VIGIL_FLIGHT_RECORDER")) {
     auto n = parseInt(v);
     if (!n || *n < 0 || *n > 1000000) {
-      badValue("VIGIL_FLIGHT_RECORDER", v, "a number of entries from 0 to 1000000");
+      raiseBadValue("VIGIL_FLIGHT_RECORDER", v, "a number of entries from 0 to 1000000");
     }
     cfg.flightRecorder = static_cast<int>(*n);
   }
-  if (const char* v = get("VIGIL_ALGO")) {
-    std::string why;
-    std::optional<algo::AlgoOverrides> forced = algo::AlgoOverrides::parse(v, &why);
-    if (!forced) {
-      badValue("VIGIL_ALGO", v, cat("'<algorithm>' or '<collective>=<algorithm>,...': ", why));
-    }
-    cfg.algo = *forced;
-    cfg.algoText = v;
-  }
+  if (const char* v = get("VIGIL_ALGO")) cfg.algoText = v;
   return cfg;
 }
 
@@ -181,7 +174,7 @@ CommConfig CommConfig::resolve(const vigilConfig* user, const EnvConfig& env) {
   cfg.nanCheck = env.nanCheck;
   cfg.bufferGuard = env.bufferGuard;
   cfg.transport = env.transport;
-  cfg.algo = env.algo;
+  cfg.algoText = env.algoText;
   if (user == nullptr) return cfg;
 
   auto bad = [](const char* field, long long value, const char* accepted) {

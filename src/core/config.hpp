@@ -9,7 +9,6 @@
 #include <string>
 #include <string_view>
 
-#include "algo/select.hpp"
 #include "vigil/vigil.h"
 
 namespace vigil {
@@ -18,6 +17,9 @@ enum class LogLevel : int { Error = 0, Warn = 1, Info = 2, Debug = 3, Trace = 4 
 enum class TransportKind : uint8_t { Auto = 0, Tcp = 1, Shm = 2 };
 
 const char* toString(LogLevel level);
+
+// Throws Error(VG-CFG-001): `var`='`value`' is not valid; set it to `accepted`.
+[[noreturn]] void raiseBadValue(std::string_view var, std::string_view value, std::string_view accepted);
 const char* toString(TransportKind kind);
 
 struct PortRange {
@@ -41,7 +43,8 @@ struct EnvConfig {
   std::string logFile;  // empty = stderr; %r = rank, %p = pid
   std::string dumpDir;
   int flightRecorder = 2048;
-  algo::AlgoOverrides algo;  // VIGIL_ALGO
+  // VIGIL_ALGO as written. The algorithm table (algo/, above core) parses
+  // and validates it when a communicator is created.
   std::string algoText;
 
   // Parses from a lookup function (getenv in production, a map in tests).
@@ -67,7 +70,7 @@ struct CommConfig {
   bool nanCheck = false;
   bool bufferGuard = false;
   TransportKind transport = TransportKind::Auto;
-  algo::AlgoOverrides algo;  // forced algorithms (VIGIL_ALGO)
+  std::string algoText;  // forced algorithms (VIGIL_ALGO), parsed by algo::AlgoOverrides
   std::string name;
 
   // Throws Error(VG-API-012) for an invalid field.

@@ -8,7 +8,7 @@
 
 #include <memory>
 
-#include "comm/op_desc.hpp"
+#include "algo/op_desc.hpp"
 
 namespace vigil {
 

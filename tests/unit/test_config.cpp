@@ -6,6 +6,7 @@
 #include <cstddef>
 #include <map>
 
+#include "algo/select.hpp"
 #include "core/config.hpp"
 #include "core/errors.hpp"
 
@@ -92,9 +93,6 @@ TEST(EnvConfig, BadValuesNameVariableValueAndChoices) {
       {"VIGIL_BUFFER_GUARD", "true", "0 or 1"},
       {"VIGIL_LOG", "verbose", "error, warn, info, debug, trace"},
       {"VIGIL_FLIGHT_RECORDER", "-3", "from 0 to 1000000"},
-      {"VIGIL_ALGO", "fastest", "unknown algorithm 'fastest'"},
-      {"VIGIL_ALGO", "gather=ring", "gather has no 'ring' algorithm"},
-      {"VIGIL_ALGO", "allreduse=ring", "unknown collective 'allreduse'"},
   };
   for (const Case& c : cases) {
     std::string text = errorFor({{c.var, c.value}});
@@ -104,26 +102,71 @@ TEST(EnvConfig, BadValuesNameVariableValueAndChoices) {
   }
 }
 
+// VIGIL_ALGO is kept as written by the configuration and parsed by the
+// algorithm table (algo/ sits above core) when a communicator is created;
+// a bad value is the same VG-CFG-001 as for every other variable.
+TEST(EnvConfig, BadAlgoIsRefusedNamingTheVariableAndTheKnownNames) {
+  struct Case {
+    const char* value;
+    const char* why;
+  };
+  const Case cases[] = {
+      {"fastest",
+       "unknown algorithm 'fastest' (known: ring, recursive_doubling, binomial, direct, dissemination, shm, "
+       "hierarchical"},
+      {"gather=ring", "gather has no 'ring' algorithm"},
+      {"allreduse=ring", "unknown collective 'allreduse'"},
+      {"ring,", "unknown algorithm ''"},
+  };
+  for (const Case& c : cases) {
+    EXPECT_EQ(parseFrom({{"VIGIL_ALGO", c.value}}).algoText, c.value);
+    std::string text;
+    try {
+      algo::AlgoOverrides::parse(c.value);
+    } catch (const Error& e) {
+      EXPECT_EQ(e.result(), vigilInvalidArgument);
+      text = e.text();
+    }
+    EXPECT_EQ(text.rfind("VG-CFG-001: ", 0), 0u) << text;
+    EXPECT_NE(text.find(std::string("VIGIL_ALGO='") + c.value + "' is not valid"), std::string::npos) << text;
+    EXPECT_NE(text.find("'<algorithm>' or '<collective>=<algorithm>,...'"), std::string::npos) << text;
+    EXPECT_NE(text.find(c.why), std::string::npos) << text;
+  }
+}
+
 TEST(EnvConfig, AlgoForcesTheNamedCollectivesOrEveryOneThatHasTheAlgorithm) {
   using algo::Algo;
-  auto forced = [](const EnvConfig& c, OpKind k) { return c.algo.forced[static_cast<size_t>(k)]; };
-  EnvConfig ring = parseFrom({{"VIGIL_ALGO", "ring"}});
-  EXPECT_EQ(forced(ring, OpKind::AllReduce), Algo::Ring);
-  EXPECT_EQ(forced(ring, OpKind::AllGather), Algo::Ring);
-  EXPECT_EQ(forced(ring, OpKind::ReduceScatter), Algo::Ring);
-  EXPECT_EQ(forced(ring, OpKind::Broadcast), Algo::None);
-  EnvConfig named = parseFrom({{"VIGIL_ALGO", "allreduce=recursive_doubling,broadcast=shm"}});
-  EXPECT_EQ(forced(named, OpKind::AllReduce), Algo::RecursiveDoubling);
-  EXPECT_EQ(forced(named, OpKind::Broadcast), Algo::Shm);
+  const Algo ring = *algo::algoFromName("ring"), rd = *algo::algoFromName("recursive_doubling"),
+             shm = *algo::algoFromName("shm"), binomial = *algo::algoFromName("binomial");
+  auto forced = [](const algo::AlgoOverrides& o, OpKind k) { return o.forced[static_cast<size_t>(k)]; };
+  const algo::AlgoOverrides everyRing = algo::AlgoOverrides::parse("ring");
+  EXPECT_EQ(forced(everyRing, OpKind::AllReduce), ring);
+  EXPECT_EQ(forced(everyRing, OpKind::AllGather), ring);
+  EXPECT_EQ(forced(everyRing, OpKind::ReduceScatter), ring);
+  EXPECT_EQ(forced(everyRing, OpKind::Broadcast), Algo::None);
+  const algo::AlgoOverrides named = algo::AlgoOverrides::parse("allreduce=recursive_doubling,broadcast=shm");
+  EXPECT_EQ(forced(named, OpKind::AllReduce), rd);
+  EXPECT_EQ(forced(named, OpKind::Broadcast), shm);
   EXPECT_EQ(forced(named, OpKind::AllGather), Algo::None);
-  EXPECT_NE(named.describe().find("VIGIL_ALGO=allreduce=recursive_doubling,broadcast=shm"), std::string::npos);
+  EXPECT_NE(parseFrom({{"VIGIL_ALGO", "allreduce=recursive_doubling,broadcast=shm"}})
+                .describe()
+                .find("VIGIL_ALGO=allreduce=recursive_doubling,broadcast=shm"),
+            std::string::npos);
   // A forced algorithm that cannot run where the ranks are gives way to the table.
   const algo::Topology tcp{4, false};
-  EXPECT_EQ(algo::selectAlgo(OpKind::Broadcast, 8, tcp, named.algo), Algo::Binomial);
-  EXPECT_EQ(algo::selectAlgo(OpKind::AllReduce, 1 << 20, tcp, named.algo), Algo::RecursiveDoubling);
-  EXPECT_EQ(algo::selectAlgo(OpKind::AllReduce, 1 << 20, tcp, {}), Algo::Ring);
-  EXPECT_EQ(algo::selectAlgo(OpKind::AllReduce, 8, tcp, {}), Algo::RecursiveDoubling);
-  EXPECT_EQ(algo::selectAlgo(OpKind::AllReduce, 8, algo::Topology{4, true}, {}), Algo::Shm);
+  EXPECT_EQ(algo::selectAlgo(OpKind::Broadcast, 8, tcp, named)->id, binomial);
+  EXPECT_EQ(algo::selectAlgo(OpKind::AllReduce, 1 << 20, tcp, named)->id, rd);
+  EXPECT_EQ(algo::selectAlgo(OpKind::AllReduce, 1 << 20, tcp, {})->id, ring);
+  EXPECT_EQ(algo::selectAlgo(OpKind::AllReduce, 8, tcp, {})->id, rd);
+  EXPECT_EQ(algo::selectAlgo(OpKind::AllReduce, 8, algo::Topology{4, true}, {})->id, shm);
+  // Bruck's all-to-all: small messages among 8 or more ranks over sockets, or when named.
+  const algo::Topology tcp8{8, false};
+  EXPECT_STREQ(algo::selectAlgo(OpKind::AllToAll, 64, tcp, {})->name, "direct");
+  EXPECT_STREQ(algo::selectAlgo(OpKind::AllToAll, 2048, tcp8, {})->name, "bruck");
+  EXPECT_STREQ(algo::selectAlgo(OpKind::AllToAll, 2049, tcp8, {})->name, "direct");
+  EXPECT_STREQ(algo::selectAlgo(OpKind::AllToAll, 64, algo::Topology{8, true}, {})->name, "shm");
+  EXPECT_STREQ(algo::selectAlgo(OpKind::AllToAll, 64, tcp, algo::AlgoOverrides::parse("bruck"))->name, "bruck");
+  EXPECT_STREQ(algo::selectAlgo(OpKind::AllToAllV, 64, tcp, algo::AlgoOverrides::parse("bruck"))->name, "direct");
 }
 
 TEST(CommConfig, StructOverridesEnvironmentFieldByField) {

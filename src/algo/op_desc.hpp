@@ -1,5 +1,6 @@
 #pragma once
-// One operation as the API layer hands it to a communicator.
+// One operation as the API layer hands it to a communicator and as the
+// algorithms read it (algo/ is the lowest layer every user of it sees).
 
 #include <cstddef>
 #include <span>
