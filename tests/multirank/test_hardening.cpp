@@ -9,6 +9,7 @@
 #include <cstring>
 #include <functional>
 #include <future>
+#include <latch>
 #include <limits>
 #include <random>
 #include <thread>
@@ -452,6 +453,7 @@ struct SelfSync {
   vigilEvent_t event = nullptr;
   vigilResult_t syncResult = vigilSuccess, eventResult = vigilSuccess;
   std::string syncText, eventText;
+  std::latch eventRecorded{1};  // the host function may start before the caller records the event
 };
 
 // A host function that synchronised its own stream hung forever.
@@ -463,6 +465,7 @@ TEST(Hardening, AHostFunctionWaitingForItsOwnStreamIsRefused) {
                 s.stream,
                 [](void* p) {
                   auto* self = static_cast<SelfSync*>(p);
+                  self->eventRecorded.wait();
                   self->syncResult = vigilStreamSynchronize(self->stream);
                   self->syncText = vigilGetLastError(nullptr);
                   self->eventResult = vigilEventSynchronize(self->event);
@@ -470,7 +473,9 @@ TEST(Hardening, AHostFunctionWaitingForItsOwnStreamIsRefused) {
                 },
                 &s),
             vigilSuccess);
-  ASSERT_EQ(vigilEventRecord(s.event, s.stream), vigilSuccess);  // after the host function
+  const vigilResult_t recorded = vigilEventRecord(s.event, s.stream);  // after the host function
+  s.eventRecorded.count_down();
+  ASSERT_EQ(recorded, vigilSuccess);
   ASSERT_EQ(vigilStreamSynchronize(s.stream), vigilSuccess) << vigilGetLastError(nullptr);
   EXPECT_EQ(s.syncResult, vigilInvalidUsage) << s.syncText;
   EXPECT_TRUE(contains(s.syncText, "VG-API-018")) << s.syncText;
