@@ -61,7 +61,7 @@ void Communicator::run(const OpDesc& op, uint64_t recordId) {
       checkSendBuffer(recordId, op, 0, -1);
     } else {
       runCollective(op);
-      checkSendBuffer(recordId, op, 0, static_cast<int64_t>(current_.seq));
+      checkSendBuffer(recordId, op, 0, static_cast<int64_t>(op_.header.seq));
     }
     recorder_.completed(recordId);
   } catch (const Error& e) {
@@ -97,13 +97,21 @@ void Communicator::runPointToPoint(std::span<const OpDesc> ops, std::span<const 
   }
 }
 
+void Communicator::beginOp(const FrameHeader& header, std::string label, bool watchPeers) {
+  const Clock::time_point start = Clock::now();  // one clock read for every deadline of the op
+  op_ = OpState{
+      .header = header,
+      .label = std::move(label),
+      .start = start,
+      .deadline = Deadline(start + std::chrono::milliseconds(config_.timeoutMs)),
+      .stallAt = Deadline(start + std::chrono::milliseconds(kStallMs)),
+      .watchPeers = watchPeers,
+  };
+}
+
 void Communicator::runCollective(const OpDesc& op) {
   const int64_t seq = nextSeq_;
-  current_ = headerFor(op, seq);
-  currentLabel_ = opName(op.kind);
-  watchPeers_ = true;
-  opStart_ = Clock::now();  // one clock read for every deadline of the op
-  opDeadline_ = Deadline(opStart_ + std::chrono::milliseconds(config_.timeoutMs));
+  beginOp(headerFor(op, seq), opName(op.kind), /*watchPeers=*/true);
 
   checkPeersBeforeStart(allPeers_, seq);
   ++nextSeq_;  // the op is under way: its number is used, whatever happens next
@@ -115,18 +123,14 @@ void Communicator::runCollective(const OpDesc& op) {
     std::atomic<int64_t>& seq;
     ~Leave() { seq.store(-1); }
   } leave{inProgressSeq_};
-  heardFromLeft_ = false;
-  shmChecked_ = false;
   const algo::AlgoRow& algorithm = *algo::selectAlgo(op.kind, opBytes(op), topology_, algoOverrides_);
-  current_.algo = static_cast<uint16_t>(algorithm.id);
-  if (nranks_ > 1) control_.recordFingerprint(current_);
-  if (algorithm.needs == algo::Needs::SharedMemory) data_->shm()->publishFingerprint(current_);
-  stallAt_ = Deadline(opStart_ + std::chrono::milliseconds(kStallMs));
-  stallQueried_ = false;
-  VIGIL_LOG_AT(LogLevel::Trace, rank_, currentLabel_, " seq ", seq, " count ", op.count, " ", dtypeName(op.dtype));
+  op_.header.algo = static_cast<uint16_t>(algorithm.id);
+  if (nranks_ > 1) control_.recordFingerprint(op_.header);
+  if (algorithm.needs == algo::Needs::SharedMemory) data_->shm()->publishFingerprint(op_.header);
+  VIGIL_LOG_AT(LogLevel::Trace, rank_, op_.label, " seq ", seq, " count ", op.count, " ", dtypeName(op.dtype));
 
   algorithm.run(*this, op);
-  if (nranks_ > 1 && !heardFromLeft_) confirmWithLeftNeighbour();
+  if (nranks_ > 1 && !op_.heardFromLeft) confirmWithLeftNeighbour();
   completedSeq_.store(seq);  // the data moved consistently, whatever the numbers say
   if (config_.nanCheck) checkNumerics(op, seq, nonFiniteInput);
 }
@@ -158,17 +162,17 @@ uint64_t Communicator::shmSync() {
   const uint64_t step = p.nextStep();
   p.post(step);
   shmWait(step);
-  if (!shmChecked_) {
+  if (!op_.shmChecked) {
     // Every rank wrote its fingerprint before its first post of the op.
-    shmChecked_ = true;
-    heardFromLeft_ = true;
-    const uint64_t mine = current_.digest();
+    op_.shmChecked = true;
+    op_.heardFromLeft = true;
+    const uint64_t mine = op_.header.digest();
     for (int q : allPeers_) {
-      if (p.digestOf(q, current_.seq) == mine) continue;  // the fast path: no other cache line
-      const FrameHeader& theirs = p.fingerprintOf(q, current_.seq);
+      if (p.digestOf(q, op_.header.seq) == mine) continue;  // the fast path: no other cache line
+      const FrameHeader& theirs = p.fingerprintOf(q, op_.header.seq);
       // A later seq there: that rank finished this op, and checked us in it.
-      if (theirs.seq > current_.seq) continue;
-      if (!theirs.agrees(current_, config_.fingerprint)) throw poisonWith(mismatchError(q, current_, theirs), true);
+      if (theirs.seq > op_.header.seq) continue;
+      if (!theirs.agrees(op_.header, config_.fingerprint)) throw poisonWith(mismatchError(q, op_.header, theirs), true);
     }
     // The collectives here do not read the byte rings that carry sends: a
     // message sent before this collective and still unread would be lost
@@ -178,8 +182,8 @@ uint64_t Communicator::shmSync() {
       // Collective frames there belong to this op or a later one (a peer
       // that finished this one's shared-memory part may be ahead).
       if (waiting && waiting->kind == static_cast<uint8_t>(FrameKind::PointToPoint) &&
-          static_cast<int32_t>(static_cast<uint32_t>(current_.seq) - waiting->sentAfterSeq) > 0) {
-        throw poisonWith(mismatchError(q, current_, *waiting), true);
+          static_cast<int32_t>(static_cast<uint32_t>(op_.header.seq) - waiting->sentAfterSeq) > 0) {
+        throw poisonWith(mismatchError(q, op_.header, *waiting), true);
       }
     }
   }
@@ -192,7 +196,7 @@ void Communicator::shmRelease(int buffer, uint64_t lastReadStep) {
 }
 
 void Communicator::shmWait(uint64_t step) {
-  ExchangeFault fault = data_->shm()->waitAll(step, opDeadline_, *this);
+  ExchangeFault fault = data_->shm()->waitAll(step, op_.deadline, *this);
   if (fault.kind != ExchangeFault::Kind::None) failOp(fault);
 }
 
@@ -218,15 +222,13 @@ void Communicator::runPointToPointBatch(std::span<const OpDesc> ops, ExchangeWor
     // in the socket; only the socket can say. A send to it cannot arrive.
     if (isSend) peers.push_back(op.peer);
   }
-  currentLabel_ = ops.size() == 1 ? opName(ops[0].kind) : cat("group of ", ops.size(), " send/recv");
+  // Only the peers' own sockets matter to a send/recv batch.
+  beginOp(headers.front(), ops.size() == 1 ? opName(ops[0].kind) : cat("group of ", ops.size(), " send/recv"),
+          /*watchPeers=*/false);
   checkPeersBeforeStart(peers, -1);
   for (const OpDesc& op : ops) {
     ++(op.kind == OpKind::Send ? sendSeq_ : recvSeq_)[static_cast<size_t>(op.peer)];
   }
-  current_ = headers.front();
-  watchPeers_ = false;  // only the peers' own sockets matter
-  opStart_ = Clock::now();
-  opDeadline_ = Deadline::afterMs(config_.timeoutMs);
   exchange(transfers, work);
 }
 
@@ -235,24 +237,24 @@ void Communicator::exchange(std::span<const Transfer> transfers) {
 }
 
 void Communicator::exchange(std::span<const Transfer> transfers, ExchangeWork* work) {
-  ExchangeFault fault = data_->exchange(transfers, current_, config_.fingerprint, opDeadline_, *this, work);
+  ExchangeFault fault = data_->exchange(transfers, op_.header, config_.fingerprint, op_.deadline, *this, work);
   if (fault.kind != ExchangeFault::Kind::None) failOp(fault);
   const int left = algo::mod(rank_ - 1, nranks_);
-  for (const Transfer& t : transfers) heardFromLeft_ |= !t.isSend && t.peer == left;
+  for (const Transfer& t : transfers) op_.heardFromLeft |= !t.isSend && t.peer == left;
 }
 
 void Communicator::confirmWithLeftNeighbour() {
   const int left = algo::mod(rank_ - 1, nranks_);
-  if (!stallQueried_) control_.queryLeftFingerprint(current_.seq);
-  std::optional<FrameHeader> theirs = control_.waitLeftFingerprint(current_.seq, opDeadline_);
+  if (!op_.stallQueried) control_.queryLeftFingerprint(op_.header.seq);
+  std::optional<FrameHeader> theirs = control_.waitLeftFingerprint(op_.header.seq, op_.deadline);
   if (theirs) {
-    if (theirs->agrees(current_, config_.fingerprint)) return;
-    Error e = mismatchError(left, current_, *theirs);
+    if (theirs->agrees(op_.header, config_.fingerprint)) return;
+    Error e = mismatchError(left, op_.header, *theirs);
     throw poisonWith(e, true);
   }
   // No word from the left neighbour: the same verdicts as a stalled transfer.
   ExchangeFault fault;
-  fault.kind = opDeadline_.expired() ? ExchangeFault::Kind::TimedOut : ExchangeFault::Kind::Fatal;
+  fault.kind = op_.deadline.expired() ? ExchangeFault::Kind::TimedOut : ExchangeFault::Kind::Fatal;
   if (fault.kind == ExchangeFault::Kind::Fatal && !control_.firstFailure() &&
       control_.peer(left).status != PeerState::Status::Alive) {
     fault.kind = ExchangeFault::Kind::PeerGone;
@@ -268,15 +270,15 @@ bool Communicator::peerAlive(int peer) const {
 }
 
 Deadline Communicator::stallDeadline() const {
-  const bool crossCheck = watchPeers_ && nranks_ > 1 && !stallQueried_;
-  return crossCheck ? stallAt_ : Deadline::never();
+  const bool crossCheck = op_.watchPeers && nranks_ > 1 && !op_.stallQueried;
+  return crossCheck ? op_.stallAt : Deadline::never();
 }
 
 void Communicator::onStall() {
   // The op waits longer than a healthy one would: maybe the neighbour runs
   // another collective that never sends what this one waits for. Ask.
-  stallQueried_ = true;
-  control_.queryLeftFingerprint(current_.seq);
+  op_.stallQueried = true;
+  control_.queryLeftFingerprint(op_.header.seq);
 }
 
 void Communicator::onNeighbourMismatch(const FrameHeader& mine, const FrameHeader& theirs) {
@@ -291,7 +293,7 @@ uint8_t* Communicator::scratch(size_t bytes) {
     try {
       scratch_.resize(bytes);
     } catch (const std::bad_alloc&) {
-      error(Errc::OpOutOfMemory).op(currentLabel_).cause("cannot allocate ", bytes, " bytes of scratch").raise();
+      error(Errc::OpOutOfMemory).op(op_.label).cause("cannot allocate ", bytes, " bytes of scratch").raise();
     }
   }
   return scratch_.data();
@@ -335,7 +337,7 @@ ProgressReport Communicator::progress() const {
 
 int Communicator::checkPeers(std::span<const int> directRecvPeers) {
   control_.clearPeerChange();  // then read the state: a later change signals again
-  std::vector<int> gone = gonePeersByCause(static_cast<int64_t>(current_.seq));
+  std::vector<int> gone = gonePeersByCause(static_cast<int64_t>(op_.header.seq));
   if (gone.empty()) return -1;
   const int first = gone.front();
   PeerState s = control_.peer(first);
@@ -399,9 +401,7 @@ void Communicator::finalize() {
     hier_->local->finalize();
     if (hier_->leaders) hier_->leaders->finalize();
   }
-  opStart_ = Clock::now();
-  currentLabel_ = "finalize";
-  current_ = FrameHeader{};
+  beginOp(FrameHeader{}, "finalize", /*watchPeers=*/false);
   // Peers still in a collective hear at once that this rank will not join
   // it; they fail it and say so, which ends this wait too.
   std::vector<int> missing = control_.finalize(Deadline::afterMs(config_.timeoutMs), completedSeq_.load());
@@ -434,27 +434,27 @@ void Communicator::finalize() {
             .build();
     throw poisonWith(e, true);
   }
-  state_.store(State::Finalized);
+  State active = State::Active;
+  if (!state_.compare_exchange_strong(active, State::Finalized)) return;  // aborted or destroyed meanwhile
   control_.sendBye(ByeReason::Finalize, completedSeq_.load());
 }
 
 void Communicator::destroy(ByeReason reason, const std::string& exitError) {
+  // The lifecycle moves only by compare-and-swap: of a destroy and an abort racing, one
+  // wins each move, and a communicator is destroyed once.
   State s = state_.load();
-  if (s == State::Destroyed) return;
-  if (s == State::Active || s == State::Finalized) {
-    if (!state_.compare_exchange_strong(s, State::Destroyed)) return;
-    if (s == State::Active) {
-      std::optional<Error> cause;
-      {
-        std::lock_guard lock(errorMutex_);
-        cause = fatal_ ? fatal_ : lastCause_;
-      }
-      // An error of its own first (it may be the uncaught one), else the uncaught error.
-      control_.sendBye(reason, completedSeq_.load(), cause,
-                       reason == ByeReason::ProcessError ? exitError : std::string());
+  do {
+    if (s == State::Destroyed) return;
+  } while (!state_.compare_exchange_weak(s, State::Destroyed));
+  if (s == State::Active) {  // finalize and abort said their goodbyes already
+    std::optional<Error> cause;
+    {
+      std::lock_guard lock(errorMutex_);
+      cause = fatal_ ? fatal_ : lastCause_;
     }
-  } else {
-    state_.store(State::Destroyed);
+    // An error of its own first (it may be the uncaught one), else the uncaught error.
+    control_.sendBye(reason, completedSeq_.load(), cause,
+                     reason == ByeReason::ProcessError ? exitError : std::string());
   }
   control_.poison();  // an op still running in another thread stops now
   control_.stop();
@@ -477,15 +477,20 @@ void Communicator::destroy(ByeReason reason, const std::string& exitError) {
 
 void Communicator::abort(const std::string& why) {
   State s = state_.load();
-  if (s == State::Destroyed || s == State::Aborted) return;
-  abortReason_ = why.empty() ? "vigilCommAbort" : why;
-  state_.store(State::Aborted);
+  do {
+    if (s == State::Destroyed || s == State::Aborted) return;
+  } while (!state_.compare_exchange_weak(s, State::Aborted));
+  const std::string reason = why.empty() ? "vigilCommAbort" : why;
+  {
+    std::lock_guard lock(errorMutex_);
+    abortReason_ = reason;
+  }
   control_.poison();  // blocked ops wake and return vigilAborted
   const Error notice = abortNotice_
                            ? *abortNotice_
                            : error(Errc::PeerAborted)
                                  .result(vigilAborted)
-                                 .cause("rank ", rank_, " aborted the communicator (", abortReason_, ")")
+                                 .cause("rank ", rank_, " aborted the communicator (", reason, ")")
                                  .remedy("see why rank ", rank_, " aborted; create a new communicator to continue")
                                  .build();
   control_.broadcastFailure(notice);

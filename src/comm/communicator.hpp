@@ -22,10 +22,10 @@
 #include "bootstrap/mesh.hpp"
 #include "bootstrap/rendezvous.hpp"
 #include "bootstrap/root_info.hpp"
+#include "comm/flight_recorder.hpp"
 #include "control/control_plane.hpp"
 #include "core/config.hpp"
 #include "core/errors.hpp"
-#include "comm/flight_recorder.hpp"
 #include "transport/data_plane.hpp"
 
 namespace vigil {
@@ -99,7 +99,7 @@ class Communicator : public algo::ShmStepRunner, public algo::HierarchicalRunner
   ErrorBuilder error(Errc errc) const { return ErrorBuilder(errc).rank(rank_, nranks_).comm(name_); }
   // The data path ("shm" or "tcp") and the algorithm of the last collective.
   const char* transportName() const { return data_->name(); }
-  algo::Algo lastAlgo() const { return static_cast<algo::Algo>(current_.algo); }
+  algo::Algo lastAlgo() const { return static_cast<algo::Algo>(op_.header.algo); }
 
  private:
   Communicator(int rank, int nranks, CommConfig config, std::string name, const JobToken& token,
@@ -128,7 +128,7 @@ class Communicator : public algo::ShmStepRunner, public algo::HierarchicalRunner
   void shmWait(uint64_t step);
   // LivenessWatch
   int fatalFd() const override { return control_.fatalFd(); }
-  int peerChangeFd() const override { return watchPeers_ ? control_.peerChangeFd() : -1; }
+  int peerChangeFd() const override { return op_.watchPeers ? control_.peerChangeFd() : -1; }
   int checkPeers(std::span<const int> directRecvPeers) override;
   Deadline stallDeadline() const override;
   void onStall() override;
@@ -198,22 +198,28 @@ class Communicator : public algo::ShmStepRunner, public algo::HierarchicalRunner
   // What a hierarchy's communicator broadcasts when aborted on behalf of the
   // communicator it serves (that communicator's notice); empty otherwise.
   std::optional<Error> abortNotice_;
-  std::string abortReason_;  // abort()'s `why`, written before state_ becomes Aborted
+  std::string abortReason_;  // abort()'s `why` (guarded by errorMutex_), set just after state_ becomes Aborted
+  std::string abortReason() const;
   ControlPlane control_;
   std::unique_ptr<DataPath> data_;
 
   std::mutex opMutex_;  // serialises operations (never held by abort)
-  // State of the op in progress (guarded by opMutex_).
-  FrameHeader current_{};
-  std::string currentLabel_;
-  bool watchPeers_ = false;
-  bool heardFromLeft_ = false;  // a data message from the left neighbour matched this op
-  bool shmChecked_ = false;     // the op's first shared-memory sync compared the fingerprints
+  // The operation in progress (guarded by opMutex_): made afresh by beginOp for each
+  // collective, send/recv batch and finalize, so nothing carries over from the one before.
+  struct OpState {
+    FrameHeader header{};  // its fingerprint (zero for finalize)
+    std::string label;     // "allreduce", "group of 3 send/recv", "finalize"
+    Clock::time_point start{};
+    Deadline deadline = Deadline::never();  // start + the op timeout
+    Deadline stallAt = Deadline::never();   // then ask the left neighbour what it runs
+    bool watchPeers = false;                // a collective: any peer's change matters, not only its sockets
+    bool heardFromLeft = false;             // a data message from the left neighbour matched this op
+    bool shmChecked = false;                // the op's first shared-memory sync compared the fingerprints
+    bool stallQueried = false;              // the left neighbour's fingerprint was asked for
+  };
+  void beginOp(const FrameHeader& header, std::string label, bool watchPeers);
+  OpState op_;
   algo::Topology topology_;
-  Deadline stallAt_ = Deadline::never();
-  bool stallQueried_ = false;  // the left neighbour's fingerprint was asked for in this op
-  Deadline opDeadline_ = Deadline::never();
-  Clock::time_point opStart_{};
   int64_t nextSeq_ = 1;
   std::atomic<int64_t> completedSeq_{0};
   std::atomic<int64_t> inProgressSeq_{-1};  // read by the control thread for progress queries

@@ -104,9 +104,9 @@ std::string Communicator::rankLabels(const std::vector<int>& peers) const {
 }
 
 Error Communicator::describePeerGone(int peer, const PeerState& s) const {
-  const int64_t seq = static_cast<int64_t>(current_.seq);
-  const std::string opLabel = currentLabel_.empty() ? std::string("operation") : currentLabel_;
-  const bool collective = current_.kind == static_cast<uint8_t>(FrameKind::Collective);
+  const int64_t seq = static_cast<int64_t>(op_.header.seq);
+  const std::string opLabel = op_.label.empty() ? std::string("operation") : op_.label;
+  const bool collective = op_.header.kind == static_cast<uint8_t>(FrameKind::Collective);
   auto afterLast = [&] {
     return s.lastSeq > 0 ? cat("after completing collective seq ", s.lastSeq)
                          : std::string("before completing any collective");
@@ -265,18 +265,23 @@ int Communicator::rootCauseFor(int peer, int64_t seq) const {
   return gone.empty() ? peer : gone.front();
 }
 
+std::string Communicator::abortReason() const {
+  std::lock_guard lock(errorMutex_);
+  return abortReason_.empty() ? "vigilCommAbort" : abortReason_;  // empty: the abort is a moment old
+}
+
 void Communicator::failOp(const ExchangeFault& f) {
-  const bool collective = current_.kind == static_cast<uint8_t>(FrameKind::Collective);
-  const int64_t seq = collective ? static_cast<int64_t>(current_.seq) : -1;
+  const bool collective = op_.header.kind == static_cast<uint8_t>(FrameKind::Collective);
+  const int64_t seq = collective ? static_cast<int64_t>(op_.header.seq) : -1;
   using Kind = ExchangeFault::Kind;
   switch (f.kind) {
     case Kind::None: break;
     case Kind::Fatal: {
       State s = state_.load();
       if (s == State::Aborted || s == State::Destroyed) {
-        const std::string how = s == State::Aborted ? "aborted (" + abortReason_ + ")" : "destroyed";
+        const std::string how = s == State::Aborted ? "aborted (" + abortReason() + ")" : "destroyed";
         Error e = error(Errc::CommAborted)
-                      .op(currentLabel_, seq)
+                      .op(op_.label, seq)
                       .cause("the communicator was ", how, " while this operation waited")
                       .build();
         throw poisonWith(e, false);
@@ -286,7 +291,7 @@ void Communicator::failOp(const ExchangeFault& f) {
         Error e = describePeerGone(failed->first, failed->second);
         throw poisonWith(e, false);
       }
-      Error e = error(Errc::CommAborted).op(currentLabel_, seq).build();
+      Error e = error(Errc::CommAborted).op(op_.label, seq).build();
       throw poisonWith(e, false);
     }
     case Kind::PeerGone: {
@@ -309,7 +314,7 @@ void Communicator::failOp(const ExchangeFault& f) {
     }
     case Kind::Protocol: {
       Error e = error(Errc::PeerProtocol)
-                    .op(currentLabel_, seq)
+                    .op(op_.label, seq)
                     .peer(f.peer)
                     .cause(describePeer(f.peer), " sent a data frame without vigil's frame magic (got 0x", std::hex,
                            f.received.magic, std::dec, ")")
@@ -322,14 +327,14 @@ void Communicator::failOp(const ExchangeFault& f) {
         waits += cat(waits.empty() ? "" : "; ", p.isSend ? "sending to " : "receiving from ", rankLabel(p.peer), " (",
                      p.bytesLeft, " bytes left)");
       }
-      const double waited = secondsSince(opStart_);
+      const double waited = secondsSince(op_.start);
       std::string where = describeWhereOthersAre(f, seq);
       where[0] = static_cast<char>(std::toupper(static_cast<unsigned char>(where[0])));
       // The peer it waits for, when it waits for one only.
       int waitedFor = f.pending.empty() ? -1 : f.pending.front().peer;
       for (const auto& p : f.pending) waitedFor = p.peer == waitedFor ? waitedFor : -1;
       Error e = error(Errc::OpTimeout)
-                    .op(currentLabel_, seq)
+                    .op(op_.label, seq)
                     .peer(waitedFor)
                     .cause("timed out: ran ", cat(waited).substr(0, 5), " s on rank ", rank_, ", past the timeout of ",
                            config_.timeoutMs, " ms (", config_.timeoutSource, "); still ", waits, ". ", where)
@@ -338,7 +343,7 @@ void Communicator::failOp(const ExchangeFault& f) {
     }
     case Kind::IoError: {
       Error e = error(Errc::NetSyscall)
-                    .op(currentLabel_, seq)
+                    .op(op_.label, seq)
                     .peer(f.peer)
                     .cause("socket I/O with ", f.peer >= 0 ? describePeer(f.peer) : std::string("peers"),
                            " failed: ", errnoText(f.err))
@@ -346,7 +351,7 @@ void Communicator::failOp(const ExchangeFault& f) {
       throw poisonWith(e, true);
     }
   }
-  throw error(Errc::Internal).op(currentLabel_, seq).cause("failOp called without a fault").build();
+  throw error(Errc::Internal).op(op_.label, seq).cause("failOp called without a fault").build();
 }
 
 }  // namespace vigil

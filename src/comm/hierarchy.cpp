@@ -129,12 +129,12 @@ void Communicator::runHierarchical(const OpDesc& op) {
         local->run(OpDesc{.kind = OpKind::Barrier});
         break;
       default:
-        error(Errc::Internal).op(currentLabel_, current_.seq).cause("no hierarchical algorithm for this op").raise();
+        error(Errc::Internal).op(op_.label, op_.header.seq).cause("no hierarchical algorithm for this op").raise();
     }
   } catch (const Error& e) {
     // A rank that left or failed this communicator is the root cause: the
     // step's own error may only name the rank that heard of it first.
-    if (std::vector<int> gone = gonePeersByCause(static_cast<int64_t>(current_.seq)); !gone.empty()) {
+    if (std::vector<int> gone = gonePeersByCause(static_cast<int64_t>(op_.header.seq)); !gone.empty()) {
       Error root = describePeerGone(gone.front(), control_.peer(gone.front()));
       local->poisonWith(root, true);
       if (leaders != nullptr) leaders->poisonWith(root, true);
@@ -145,7 +145,7 @@ void Communicator::runHierarchical(const OpDesc& op) {
     const bool peerKnown = e.peer() >= 0 && static_cast<size_t>(e.peer()) < in->outerRanks_.size();
     Error wrapped = error(e.errc())
                         .result(e.result())
-                        .op(currentLabel_, current_.seq)
+                        .op(op_.label, op_.header.seq)
                         .peer(peerKnown ? in->outerRanks_[static_cast<size_t>(e.peer())] : -1)
                         .cause("the hierarchical step ", step, " (communicator '", in->name(), "' of ranks ",
                                joinRanks(in->outerRanks_), ") failed: ", e.head())
@@ -155,7 +155,7 @@ void Communicator::runHierarchical(const OpDesc& op) {
     if (leaders != nullptr) leaders->poisonWith(wrapped, true);
     throw poisonWith(wrapped, true);
   }
-  heardFromLeft_ = true;  // every step compared its fingerprints with its own peers
+  op_.heardFromLeft = true;  // every step compared its fingerprints with its own peers
 }
 
 }  // namespace vigil
