@@ -19,23 +19,42 @@
 
 namespace vigil {
 
+// An error's fields (those of vigilErrorInfo, copied: they outlive the next call).
+struct ErrorFields {
+  std::string id;  // "VG-BOOT-003"; "" for an error without one
+  int rank = -1, nranks = -1;
+  std::string commName, op;
+  int64_t seq = -1;
+  int peer = -1;  // the peer rank the error is about
+  std::string cause, remedy;
+};
+
 class Error : public std::runtime_error {
  public:
-  Error(vigilResult_t result, const std::string& text) : std::runtime_error(text), result_(result) {}
+  Error(vigilResult_t result, const std::string& text, ErrorFields fields = {})
+      : std::runtime_error(text), result_(result), fields_(std::move(fields)) {}
   vigilResult_t result() const noexcept { return result_; }
-  // "VG-BOOT-003", or "" if the text carries no id.
-  std::string id() const {
-    std::string text = what();
-    size_t colon = text.find(':');
-    return text.rfind("VG-", 0) == 0 && colon != std::string::npos ? text.substr(0, colon) : std::string();
-  }
+  const std::string& id() const noexcept { return fields_.id; }
+  const ErrorFields& fields() const noexcept { return fields_; }
 
  private:
   vigilResult_t result_;
+  ErrorFields fields_;
 };
 
+// The last error of `comm` (NULL: of this thread), from its fields.
+inline Error lastError(vigilResult_t result, vigilComm_t comm = nullptr) {
+  vigilErrorInfo info = VIGIL_ERROR_INFO_INIT;
+  if (vigilGetLastErrorInfo(comm, &info) != vigilSuccess || *info.text == '\0') {
+    return Error(result, std::string("vigil call failed: ") + vigilGetErrorString(result));
+  }
+  return Error(result, info.text,
+               ErrorFields{info.id, info.rank, info.nranks, info.commName, info.op, info.seq, info.peer, info.cause,
+                           info.remedy});
+}
+
 inline void check(vigilResult_t result, vigilComm_t comm = nullptr) {
-  if (result != vigilSuccess) throw Error(result, vigilGetLastError(comm));
+  if (result != vigilSuccess) throw lastError(result, comm);
 }
 
 // The vigil data type of a C++ element type.
@@ -328,8 +347,10 @@ class DeviceMesh {
   }
   [[noreturn]] void fail(vigilResult_t result, const char* id, const std::string& cause,
                          const std::string& remedy) const {
-    throw Error(result, std::string(id) + ": rank " + std::to_string(rank_) + ": DeviceMesh: " + cause +
-                            ". Remedy: " + remedy + ".");
+    ErrorFields fields{.id = id, .rank = rank_, .op = "DeviceMesh", .cause = cause + ".", .remedy = remedy + "."};
+    const std::string text =
+        fields.id + ": rank " + std::to_string(rank_) + ": DeviceMesh: " + fields.cause + " Remedy: " + fields.remedy;
+    throw Error(result, text, std::move(fields));
   }
 
   const Communicator& comm_;

@@ -5,20 +5,20 @@
 namespace vigil::torchpg {
 
 void raise(const OpSite& site, ids::Id id, const std::string& cause, const std::string& remedy) {
-  const std::string stoppedCause = withFullStop(cause);
-  const std::string stoppedRemedy = withFullStop(remedy);
-  throw vigil::Error(id.result,
-                     errorText({id.id, site.rank, site.size, site.comm, site.op, -1, stoppedCause, stoppedRemedy}));
+  vigil::ErrorFields fields{.id = id.id,
+                            .rank = site.rank,
+                            .nranks = site.size,
+                            .commName = site.comm,
+                            .op = site.op,
+                            .cause = withFullStop(cause),
+                            .remedy = withFullStop(remedy)};
+  const std::string text =
+      errorText({fields.id, fields.rank, fields.nranks, fields.commName, fields.op, -1, fields.cause, fields.remedy});
+  throw vigil::Error(id.result, text, std::move(fields));
 }
 
 void check(vigilResult_t result, vigilComm_t comm) {
-  if (result == vigilSuccess) return;
-  vigilErrorInfo info = VIGIL_ERROR_INFO_INIT;
-  if (vigilGetLastErrorInfo(comm, &info) != vigilSuccess || *info.text == '\0') {
-    throw vigil::Error(result, std::string("vigil call failed: ") + vigilGetErrorString(result));
-  }
-  throw vigil::Error(info.result, errorText({info.id, info.rank, info.nranks, info.commName, info.op, info.seq,
-                                             info.cause, info.remedy}));
+  vigil::check(result, comm);  // the library's error, from its fields
 }
 
 }  // namespace vigil::torchpg
