@@ -41,157 +41,170 @@ std::pair<size_t, size_t> blocksOf(const OpDesc& op, bool isRoot, size_t n) {
   }
 }
 
+// The checks of one call, in the order a user would fix them: scalars, then the size of
+// the buffers, then the buffers themselves.
+class OpCheck {
+ public:
+  OpCheck(const Communicator& comm, const OpDesc& op)
+      : comm_(comm),
+        op_(op),
+        name_(opName(op.kind)),
+        n_(static_cast<size_t>(comm.nranks())),
+        isRoot_(op.root == comm.rank()) {}
+
+  void scalars() const {
+    if (!validDataType(op_.dtype))
+      fail(Errc::ApiBadDataType).cause("data type ", int(op_.dtype), " is not a vigilDataType_t").raise();
+    if (op_.hasRedOp() && !validRedOp(op_.redop)) {
+      fail(Errc::ApiBadRedOp).cause("reduction ", int(op_.redop), " is not a vigilRedOp_t").raise();
+    }
+    const int nranks = comm_.nranks();
+    if (op_.hasRoot() && (op_.root < 0 || op_.root >= nranks)) {
+      fail(Errc::ApiBadRoot).cause("root ", op_.root, " is outside [0, ", nranks, ")").raise();
+    }
+    if (isPointToPoint(op_.kind) && op_.peer == comm_.rank()) {
+      fail(Errc::ApiBadPeer).cause("peer ", op_.peer, " is this rank itself").remedy("copy locally instead").raise();
+    }
+    if (isPointToPoint(op_.kind) && (op_.peer < 0 || op_.peer >= nranks)) {
+      fail(Errc::ApiBadPeer).cause("peer ", op_.peer, " is outside [0, ", nranks, ")").raise();
+    }
+  }
+
+  // The count times the element size, for every block the op spans, fits the address space.
+  void extent() {
+    elem_ = dtypeSize(op_.dtype);
+    // The largest buffer an op touches is count * nranks elements.
+    if (op_.count > std::numeric_limits<size_t>::max() / elem_ / n_) {
+      fail(Errc::ApiCountOverflow).cause("count ", op_.count, " of ", dtypeName(op_.dtype), " overflows").raise();
+    }
+    bytes_ = op_.count * elem_;
+    const auto [sendBlocks, recvBlocks] = blocksOf(op_, isRoot_, n_);
+    const bool sendWraps = op_.send && wraps(op_.send, bytes_ * sendBlocks);
+    if (sendWraps || (op_.recv && wraps(op_.recv, bytes_ * recvBlocks))) {
+      fail(Errc::ApiCountOverflow)
+          .cause("count ", op_.count, " of ", dtypeName(op_.dtype), " from ", sendWraps ? "sendbuff " : "recvbuff ",
+                 sendWraps ? op_.send : op_.recv, " runs past the end of the address space")
+          .raise();
+    }
+  }
+
+  void buffers() const {
+    const bool any = bytes_ > 0;
+    switch (op_.kind) {
+      case OpKind::AllReduce: return sameSize(any, any, true);
+      case OpKind::Broadcast: return sameSize(isRoot_ && any, any, isRoot_, "sendbuff (at the root)");
+      case OpKind::Reduce: return sameSize(any, isRoot_ && any, isRoot_, "sendbuff", "recvbuff (at the root)");
+      case OpKind::AllGather:
+      case OpKind::Split:
+        return oneInMany(/*oneIsSend=*/true, any, any, true, "sendbuff", "recvbuff",
+                         "sendbuff overlaps recvbuff but is not recvbuff + rank*sendcount (the in-place form)");
+      case OpKind::ReduceScatter:
+        return oneInMany(/*oneIsSend=*/false, any, any, true, "recvbuff", "sendbuff",
+                         "recvbuff overlaps sendbuff but is not sendbuff + rank*recvcount (the in-place form)");
+      case OpKind::Gather:
+        return oneInMany(/*oneIsSend=*/true, any, isRoot_ && any, isRoot_, "sendbuff", "recvbuff (at the root)",
+                         "sendbuff overlaps recvbuff but is not recvbuff + root*sendcount");
+      case OpKind::Scatter:
+        return oneInMany(/*oneIsSend=*/false, any, isRoot_ && any, isRoot_, "recvbuff", "sendbuff (at the root)",
+                         "recvbuff overlaps sendbuff but is not sendbuff + root*recvcount");
+      case OpKind::AllToAll:
+        need(op_.send, any, "sendbuff");
+        need(op_.recv, any, "recvbuff");
+        if (overlaps(op_.send, bytes_ * n_, op_.recv, bytes_ * n_)) {
+          fail(Errc::ApiBadAliasing).cause("alltoall has no in-place form; sendbuff and recvbuff overlap").raise();
+        }
+        return;
+      case OpKind::AllToAllV: return allToAllV();
+      case OpKind::Barrier: return;
+      case OpKind::Send: return need(op_.send, any, "sendbuff");
+      case OpKind::Recv: return need(op_.recv, any, "recvbuff");
+    }
+  }
+
+ private:
+  ErrorBuilder fail(Errc errc) const { return comm_.error(errc).op(name_); }
+
+  void need(const void* p, bool required, const char* what) const {
+    if (required && p == nullptr) {
+      fail(Errc::ApiNullArgument)
+          .cause(what, " is NULL but ", bytes_ > 0 ? "the count is " : "must be given: count ", op_.count)
+          .raise();
+    }
+  }
+
+  // Send and receive buffers of count elements each: equal (in place) or apart.
+  void sameSize(bool needSend, bool needRecv, bool bothUsed, const char* sendName = "sendbuff",
+                const char* recvName = "recvbuff") const {
+    need(op_.send, needSend, sendName);
+    need(op_.recv, needRecv, recvName);
+    if (bothUsed && op_.send != op_.recv && overlaps(op_.send, bytes_, op_.recv, bytes_)) {
+      fail(Errc::ApiBadAliasing).cause("sendbuff and recvbuff overlap without being equal").raise();
+    }
+  }
+
+  // One buffer of count elements (sendbuff when oneIsSend) and one of nranks blocks (the
+  // other): the one is block `rank` of the many (in place) or apart from it.
+  void oneInMany(bool oneIsSend, bool needOne, bool needMany, bool bothUsed, const char* oneName, const char* manyName,
+                 const char* overlapCause) const {
+    const void* one = oneIsSend ? op_.send : op_.recv;
+    const void* many = oneIsSend ? op_.recv : op_.send;
+    need(op_.send, oneIsSend ? needOne : needMany, oneIsSend ? oneName : manyName);
+    need(op_.recv, oneIsSend ? needMany : needOne, oneIsSend ? manyName : oneName);
+    const void* inPlace = static_cast<const uint8_t*>(many) + static_cast<size_t>(comm_.rank()) * bytes_;
+    if (bothUsed && one != inPlace && overlaps(one, bytes_, many, bytes_ * n_)) {
+      fail(Errc::ApiBadAliasing).cause(overlapCause).raise();
+    }
+  }
+
+  void allToAllV() const {
+    if (!op_.sendcounts || !op_.sdispls || !op_.recvcounts || !op_.rdispls) {
+      fail(Errc::ApiNullArgument).cause("sendcounts, sdispls, recvcounts and rdispls must all be given").raise();
+    }
+    size_t sendEnd = 0, recvEnd = 0;
+    const size_t limit = std::numeric_limits<size_t>::max() / elem_;
+    // displ + count <= limit, written so that neither side can wrap.
+    auto fits = [limit](size_t count, size_t displ) { return displ <= limit && count <= limit - displ; };
+    for (size_t p = 0; p < n_; ++p) {
+      const bool sendOk = fits(op_.sendcounts[p], op_.sdispls[p]);
+      if (!sendOk || !fits(op_.recvcounts[p], op_.rdispls[p])) {
+        fail(Errc::ApiCountOverflow)
+            .cause(sendOk ? "rdispls[" : "sdispls[", p, "] + ", sendOk ? "recvcounts[" : "sendcounts[", p,
+                   "] = ", sendOk ? op_.rdispls[p] : op_.sdispls[p], " + ",
+                   sendOk ? op_.recvcounts[p] : op_.sendcounts[p], " elements of ", dtypeName(op_.dtype),
+                   " overflows the address space")
+            .raise();
+      }
+      sendEnd = std::max(sendEnd, op_.sdispls[p] + op_.sendcounts[p]);
+      recvEnd = std::max(recvEnd, op_.rdispls[p] + op_.recvcounts[p]);
+    }
+    need(op_.send, sendEnd > 0, "sendbuff");
+    need(op_.recv, recvEnd > 0, "recvbuff");
+    if (wraps(op_.send, sendEnd * elem_) || wraps(op_.recv, recvEnd * elem_)) {
+      fail(Errc::ApiCountOverflow)
+          .cause(wraps(op_.send, sendEnd * elem_) ? "sendbuff" : "recvbuff",
+                 " + the largest displacement + count runs past the end of the address space")
+          .raise();
+    }
+    if (overlaps(op_.send, sendEnd * elem_, op_.recv, recvEnd * elem_)) {
+      fail(Errc::ApiBadAliasing).cause("alltoallv has no in-place form; sendbuff and recvbuff overlap").raise();
+    }
+  }
+
+  const Communicator& comm_;
+  const OpDesc& op_;
+  const char* name_;
+  const size_t n_;
+  const bool isRoot_;
+  size_t elem_ = 1, bytes_ = 0;
+};
+
 }  // namespace
 
 void Communicator::validate(const OpDesc& op) const {
-  const char* name = opName(op.kind);
-  auto fail = [&](Errc errc) { return error(errc).op(name); };
-  if (!validDataType(op.dtype))
-    fail(Errc::ApiBadDataType).cause("data type ", int(op.dtype), " is not a vigilDataType_t").raise();
-  if (op.hasRedOp() && !validRedOp(op.redop)) {
-    fail(Errc::ApiBadRedOp).cause("reduction ", int(op.redop), " is not a vigilRedOp_t").raise();
-  }
-  if (op.hasRoot() && (op.root < 0 || op.root >= nranks_)) {
-    fail(Errc::ApiBadRoot).cause("root ", op.root, " is outside [0, ", nranks_, ")").raise();
-  }
-  if (isPointToPoint(op.kind) && op.peer == rank_) {
-    fail(Errc::ApiBadPeer).cause("peer ", op.peer, " is this rank itself").remedy("copy locally instead").raise();
-  }
-  if (isPointToPoint(op.kind) && (op.peer < 0 || op.peer >= nranks_)) {
-    fail(Errc::ApiBadPeer).cause("peer ", op.peer, " is outside [0, ", nranks_, ")").raise();
-  }
-  const size_t elem = dtypeSize(op.dtype);
-  const size_t n = static_cast<size_t>(nranks_);
-  // The largest buffer an op touches is count * nranks elements.
-  if (op.count > std::numeric_limits<size_t>::max() / elem / n) {
-    fail(Errc::ApiCountOverflow).cause("count ", op.count, " of ", dtypeName(op.dtype), " overflows").raise();
-  }
-  const size_t bytes = op.count * elem;
-  const bool isRoot = op.root == rank_;
-  auto need = [&](const void* p, bool required, const char* what) {
-    if (required && p == nullptr) {
-      fail(Errc::ApiNullArgument)
-          .cause(what, " is NULL but ", bytes > 0 ? "the count is " : "must be given: count ", op.count)
-          .raise();
-    }
-  };
-  if (const auto [sendBlocks, recvBlocks] = blocksOf(op, isRoot, n);
-      (op.send && wraps(op.send, bytes * sendBlocks)) || (op.recv && wraps(op.recv, bytes * recvBlocks))) {
-    fail(Errc::ApiCountOverflow)
-        .cause("count ", op.count, " of ", dtypeName(op.dtype), " from ",
-               op.send && wraps(op.send, bytes * sendBlocks) ? "sendbuff " : "recvbuff ",
-               op.send && wraps(op.send, bytes * sendBlocks) ? op.send : op.recv,
-               " runs past the end of the address space")
-        .raise();
-  }
-  switch (op.kind) {
-    case OpKind::AllReduce:
-      need(op.send, bytes > 0, "sendbuff");
-      need(op.recv, bytes > 0, "recvbuff");
-      if (op.send != op.recv && overlaps(op.send, bytes, op.recv, bytes)) {
-        fail(Errc::ApiBadAliasing).cause("sendbuff and recvbuff overlap without being equal").raise();
-      }
-      break;
-    case OpKind::Broadcast:
-      need(op.send, isRoot && bytes > 0, "sendbuff (at the root)");
-      need(op.recv, bytes > 0, "recvbuff");
-      if (isRoot && op.send != op.recv && overlaps(op.send, bytes, op.recv, bytes)) {
-        fail(Errc::ApiBadAliasing).cause("sendbuff and recvbuff overlap without being equal").raise();
-      }
-      break;
-    case OpKind::Reduce:
-      need(op.send, bytes > 0, "sendbuff");
-      need(op.recv, isRoot && bytes > 0, "recvbuff (at the root)");
-      if (isRoot && op.send != op.recv && overlaps(op.send, bytes, op.recv, bytes)) {
-        fail(Errc::ApiBadAliasing).cause("sendbuff and recvbuff overlap without being equal").raise();
-      }
-      break;
-    case OpKind::AllGather:
-    case OpKind::Split: {
-      need(op.send, bytes > 0, "sendbuff");
-      need(op.recv, bytes > 0, "recvbuff");
-      const void* inPlace = static_cast<const uint8_t*>(op.recv) + static_cast<size_t>(rank_) * bytes;
-      if (op.send != inPlace && overlaps(op.send, bytes, op.recv, bytes * n)) {
-        fail(Errc::ApiBadAliasing)
-            .cause("sendbuff overlaps recvbuff but is not recvbuff + rank*sendcount (the in-place form)")
-            .raise();
-      }
-      break;
-    }
-    case OpKind::ReduceScatter: {
-      need(op.send, bytes > 0, "sendbuff");
-      need(op.recv, bytes > 0, "recvbuff");
-      const void* inPlace = static_cast<const uint8_t*>(op.send) + static_cast<size_t>(rank_) * bytes;
-      if (op.recv != inPlace && overlaps(op.send, bytes * n, op.recv, bytes)) {
-        fail(Errc::ApiBadAliasing)
-            .cause("recvbuff overlaps sendbuff but is not sendbuff + rank*recvcount (the in-place form)")
-            .raise();
-      }
-      break;
-    }
-    case OpKind::AllToAll:
-      need(op.send, bytes > 0, "sendbuff");
-      need(op.recv, bytes > 0, "recvbuff");
-      if (overlaps(op.send, bytes * n, op.recv, bytes * n)) {
-        fail(Errc::ApiBadAliasing).cause("alltoall has no in-place form; sendbuff and recvbuff overlap").raise();
-      }
-      break;
-    case OpKind::AllToAllV: {
-      if (!op.sendcounts || !op.sdispls || !op.recvcounts || !op.rdispls) {
-        fail(Errc::ApiNullArgument).cause("sendcounts, sdispls, recvcounts and rdispls must all be given").raise();
-      }
-      size_t sendEnd = 0, recvEnd = 0;
-      const size_t limit = std::numeric_limits<size_t>::max() / elem;
-      // displ + count <= limit, written so that neither side can wrap.
-      auto fits = [limit](size_t count, size_t displ) { return displ <= limit && count <= limit - displ; };
-      for (size_t p = 0; p < n; ++p) {
-        const bool sendOk = fits(op.sendcounts[p], op.sdispls[p]);
-        if (!sendOk || !fits(op.recvcounts[p], op.rdispls[p])) {
-          fail(Errc::ApiCountOverflow)
-              .cause(sendOk ? "rdispls[" : "sdispls[", p, "] + ", sendOk ? "recvcounts[" : "sendcounts[", p,
-                     "] = ", sendOk ? op.rdispls[p] : op.sdispls[p], " + ",
-                     sendOk ? op.recvcounts[p] : op.sendcounts[p], " elements of ", dtypeName(op.dtype),
-                     " overflows the address space")
-              .raise();
-        }
-        sendEnd = std::max(sendEnd, op.sdispls[p] + op.sendcounts[p]);
-        recvEnd = std::max(recvEnd, op.rdispls[p] + op.recvcounts[p]);
-      }
-      need(op.send, sendEnd > 0, "sendbuff");
-      need(op.recv, recvEnd > 0, "recvbuff");
-      if (wraps(op.send, sendEnd * elem) || wraps(op.recv, recvEnd * elem)) {
-        fail(Errc::ApiCountOverflow)
-            .cause(wraps(op.send, sendEnd * elem) ? "sendbuff" : "recvbuff",
-                   " + the largest displacement + count runs past the end of the address space")
-            .raise();
-      }
-      if (overlaps(op.send, sendEnd * elem, op.recv, recvEnd * elem)) {
-        fail(Errc::ApiBadAliasing).cause("alltoallv has no in-place form; sendbuff and recvbuff overlap").raise();
-      }
-      break;
-    }
-    case OpKind::Gather: {
-      need(op.send, bytes > 0, "sendbuff");
-      need(op.recv, isRoot && bytes > 0, "recvbuff (at the root)");
-      const void* inPlace = static_cast<const uint8_t*>(op.recv) + static_cast<size_t>(rank_) * bytes;
-      if (isRoot && op.send != inPlace && overlaps(op.send, bytes, op.recv, bytes * n)) {
-        fail(Errc::ApiBadAliasing).cause("sendbuff overlaps recvbuff but is not recvbuff + root*sendcount").raise();
-      }
-      break;
-    }
-    case OpKind::Scatter: {
-      need(op.send, isRoot && bytes > 0, "sendbuff (at the root)");
-      need(op.recv, bytes > 0, "recvbuff");
-      const void* inPlace = static_cast<const uint8_t*>(op.send) + static_cast<size_t>(rank_) * bytes;
-      if (isRoot && op.recv != inPlace && overlaps(op.send, bytes * n, op.recv, bytes)) {
-        fail(Errc::ApiBadAliasing).cause("recvbuff overlaps sendbuff but is not sendbuff + root*recvcount").raise();
-      }
-      break;
-    }
-    case OpKind::Barrier: break;
-    case OpKind::Send: need(op.send, bytes > 0, "sendbuff"); break;
-    case OpKind::Recv: need(op.recv, bytes > 0, "recvbuff"); break;
-  }
+  OpCheck check(*this, op);
+  check.scalars();
+  check.extent();
+  check.buffers();
 }
 
 }  // namespace vigil
