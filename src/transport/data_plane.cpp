@@ -78,6 +78,38 @@ bool acceptHeader(const FrameHeader& got, const Transfer& t, const FrameHeader& 
   return false;
 }
 
+namespace {
+
+// Reads as many bytes as the socket has; the header is judged before a single payload byte
+// lands in the user's buffer (a refused header: Step::Error with `fault` set).
+Step progressRecv(int fd, ActiveTransfer& a, const FrameHeader& base, bool checkFingerprint, ExchangeFault& fault) {
+  while (true) {
+    ssize_t n;
+    if (a.done < kHeaderBytes) {
+      n = ::recv(fd, reinterpret_cast<uint8_t*>(&a.header) + a.done, kHeaderBytes - a.done, 0);
+    } else {
+      const size_t off = a.done - kHeaderBytes;
+      if (off == a.transfer->bytes) return Step::Finished;
+      iovec iov[kPieces];
+      n = ::readv(fd, iov, static_cast<int>(payloadPieces(a, off, iov, kPieces)));
+    }
+    if (n == 0) return Step::Closed;
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      if (errno == EAGAIN || errno == EWOULDBLOCK) return Step::Blocked;
+      return errno == ECONNRESET ? Step::Closed : Step::Error;
+    }
+    const bool headerWasIncomplete = a.done < kHeaderBytes;
+    a.done += static_cast<size_t>(n);
+    if (headerWasIncomplete && a.done >= kHeaderBytes &&
+        !acceptHeader(a.header, *a.transfer, base, checkFingerprint, fault)) {
+      return Step::Error;
+    }
+  }
+}
+
+}  // namespace
+
 std::optional<FrameHeader> SocketDataPlane::unreceived(int peer) {
   const int fd = fds_[static_cast<size_t>(peer)].get();
   if (fd < 0) return std::nullopt;
@@ -95,132 +127,110 @@ std::optional<FrameHeader> SocketDataPlane::unreceived(int peer) {
 ExchangeFault SocketDataPlane::exchange(std::span<const Transfer> transfers, const FrameHeader& header,
                                         bool checkFingerprint, Deadline deadline, LivenessWatch& watch,
                                         ExchangeWork* work) {
-  ExchangeFault fault;
   // The vectors are members, reused by every step: no allocation per step.
-  std::vector<ActiveTransfer>& active = active_;
-  active.clear();
+  active_.clear();
   for (const Transfer& t : transfers) {
     ActiveTransfer a{&t, t.header != nullptr ? *t.header : header};
     a.header.bytes = t.bytes;
-    active.push_back(a);
+    active_.push_back(a);
   }
-  // One in-flight message per (peer, direction): later ones wait their turn,
-  // because the byte stream to a peer carries them back to back.
-  std::vector<uint8_t>& claimed = claimed_;
-  claimed.resize(2 * fds_.size());
-  std::vector<pollfd>& pfds = pollFds_;
+  claimed_.resize(2 * fds_.size());
+  ExchangeFault fault;
   bool stalled = false;
-
-  auto recvStep = [&](ActiveTransfer& a) -> Step {
-    int fd = fds_[static_cast<size_t>(a.transfer->peer)].get();
-    while (true) {
-      ssize_t n;
-      if (a.done < kHeaderBytes) {
-        n = ::recv(fd, reinterpret_cast<uint8_t*>(&a.header) + a.done, kHeaderBytes - a.done, 0);
-      } else {
-        const size_t off = a.done - kHeaderBytes;
-        if (off == a.transfer->bytes) return Step::Finished;
-        iovec iov[kPieces];
-        n = ::readv(fd, iov, static_cast<int>(payloadPieces(a, off, iov, kPieces)));
-      }
-      if (n == 0) return Step::Closed;
-      if (n < 0) {
-        if (errno == EINTR) continue;
-        if (errno == EAGAIN || errno == EWOULDBLOCK) return Step::Blocked;
-        return errno == ECONNRESET ? Step::Closed : Step::Error;
-      }
-      const bool headerWasIncomplete = a.done < kHeaderBytes;
-      a.done += static_cast<size_t>(n);
-      if (headerWasIncomplete && a.done >= kHeaderBytes) {
-        // Judge the header before a single payload byte lands in the user's buffer.
-        if (!acceptHeader(a.header, *a.transfer, header, checkFingerprint, fault)) return Step::Error;
-      }
-    }
-  };
-
   while (true) {
-    std::fill(claimed.begin(), claimed.end(), 0);
-    pfds.clear();
-    directRecvPeers_.clear();
-    bool allDone = true;
-    for (ActiveTransfer& a : active) {
-      if (a.finished) continue;
-      allDone = false;
-      const int peer = a.transfer->peer;
-      uint8_t& slot = claimed[2 * static_cast<size_t>(peer) + (a.transfer->isSend ? 1 : 0)];
-      if (slot) continue;
-      slot = 1;
-      if (a.transfer->waiting()) continue;  // its payload is not produced yet
-      Step step = a.transfer->isSend ? progressSend(fds_[static_cast<size_t>(peer)].get(), a) : recvStep(a);
-      if (step == Step::Finished) {
-        a.finished = true;
-        slot = 0;  // the next message on this lane may start in this pass
-        continue;
-      }
-      if (step == Step::Closed) {
-        fault.kind = ExchangeFault::Kind::PeerClosed;
-        fault.peer = peer;
-        return fault;
-      }
-      if (step == Step::Error) {
-        if (fault.kind == ExchangeFault::Kind::None) {
-          fault.kind = ExchangeFault::Kind::IoError;
-          fault.peer = peer;
-          fault.err = errno;
-        }
-        return fault;
-      }
-      pfds.push_back(
-          {fds_[static_cast<size_t>(peer)].get(), static_cast<short>(a.transfer->isSend ? POLLOUT : POLLIN), 0});
-      if (!a.transfer->isSend) directRecvPeers_.push_back(peer);
-    }
-    if (allDone) return fault;
+    const Pass pass = advance(header, checkFingerprint, fault);
+    if (pass != Pass::Waiting) return fault;
     // Nothing more moves without waiting: produce the next sends meanwhile.
     if (work != nullptr && work->pending()) {
       work->runOne();
       continue;
     }
     // A lane freed in this pass may have a successor that has not tried yet.
-    if (pfds.empty()) continue;
+    if (pollFds_.empty()) continue;
+    if (!await(deadline, watch, stalled, fault)) return fault;
+  }
+}
 
-    const size_t fatalIndex = pfds.size();
-    pfds.push_back({watch.fatalFd(), POLLIN, 0});
-    const int changeFd = watch.peerChangeFd();
-    if (changeFd >= 0) pfds.push_back({changeFd, POLLIN, 0});
+SocketDataPlane::Pass SocketDataPlane::advance(const FrameHeader& header, bool checkFingerprint, ExchangeFault& fault) {
+  // One in-flight message per (peer, direction): later ones wait their turn,
+  // because the byte stream to a peer carries them back to back.
+  std::fill(claimed_.begin(), claimed_.end(), 0);
+  pollFds_.clear();
+  directRecvPeers_.clear();
+  bool allDone = true;
+  for (ActiveTransfer& a : active_) {
+    if (a.finished) continue;
+    allDone = false;
+    const int peer = a.transfer->peer;
+    const int fd = fds_[static_cast<size_t>(peer)].get();
+    uint8_t& slot = claimed_[2 * static_cast<size_t>(peer) + (a.transfer->isSend ? 1 : 0)];
+    if (slot) continue;
+    slot = 1;
+    if (a.transfer->waiting()) continue;  // its payload is not produced yet
+    const Step step = a.transfer->isSend ? progressSend(fd, a) : progressRecv(fd, a, header, checkFingerprint, fault);
+    switch (step) {
+      case Step::Finished:
+        a.finished = true;
+        slot = 0;  // the next message on this lane may start in this pass
+        continue;
+      case Step::Closed:
+        fault.kind = ExchangeFault::Kind::PeerClosed;
+        fault.peer = peer;
+        return Pass::Failed;
+      case Step::Error:
+        if (fault.kind == ExchangeFault::Kind::None) {  // else a header was refused
+          fault.kind = ExchangeFault::Kind::IoError;
+          fault.peer = peer;
+          fault.err = errno;
+        }
+        return Pass::Failed;
+      case Step::Blocked:
+      case Step::Progress: break;
+    }
+    pollFds_.push_back({fd, static_cast<short>(a.transfer->isSend ? POLLOUT : POLLIN), 0});
+    if (!a.transfer->isSend) directRecvPeers_.push_back(peer);
+  }
+  return allDone ? Pass::AllDone : Pass::Waiting;
+}
 
-    const Deadline wake = stalled ? deadline : deadline.earlier(watch.stallDeadline());
-    int rc = ::poll(pfds.data(), pfds.size(), wake.pollTimeoutMs());
-    if (rc == 0 && !stalled && watch.stallDeadline().expired()) {
-      stalled = true;
-      watch.onStall();
-    }
-    if (rc < 0 && errno != EINTR) {
-      fault.kind = ExchangeFault::Kind::IoError;
-      fault.err = errno;
-      return fault;
-    }
-    if (pfds[fatalIndex].revents & POLLIN) {
-      fault.kind = ExchangeFault::Kind::Fatal;
-      return fault;
-    }
-    if (changeFd >= 0 && (pfds[fatalIndex + 1].revents & POLLIN)) {
-      int gone = watch.checkPeers(directRecvPeers_);
-      if (gone >= 0) {
-        fault.kind = ExchangeFault::Kind::PeerGone;
-        fault.peer = gone;
-        return fault;
-      }
-    }
-    if (rc == 0 && deadline.expired()) {
-      fault.kind = ExchangeFault::Kind::TimedOut;
-      for (ActiveTransfer& a : active) {
-        if (a.finished) continue;
-        size_t total = kHeaderBytes + a.transfer->bytes;
-        fault.pending.push_back({a.transfer->peer, a.transfer->isSend, total - a.done});
-      }
-      return fault;
+bool SocketDataPlane::await(Deadline deadline, LivenessWatch& watch, bool& stalled, ExchangeFault& fault) {
+  std::vector<pollfd>& pfds = pollFds_;
+  const size_t fatalIndex = pfds.size();
+  pfds.push_back({watch.fatalFd(), POLLIN, 0});
+  const int changeFd = watch.peerChangeFd();
+  if (changeFd >= 0) pfds.push_back({changeFd, POLLIN, 0});
+
+  const Deadline wake = stalled ? deadline : deadline.earlier(watch.stallDeadline());
+  const int rc = ::poll(pfds.data(), pfds.size(), wake.pollTimeoutMs());
+  if (rc == 0 && !stalled && watch.stallDeadline().expired()) {
+    stalled = true;
+    watch.onStall();
+  }
+  if (rc < 0 && errno != EINTR) {
+    fault.kind = ExchangeFault::Kind::IoError;
+    fault.err = errno;
+    return false;
+  }
+  if (pfds[fatalIndex].revents & POLLIN) {
+    fault.kind = ExchangeFault::Kind::Fatal;
+    return false;
+  }
+  if (changeFd >= 0 && (pfds[fatalIndex + 1].revents & POLLIN)) {
+    if (const int gone = watch.checkPeers(directRecvPeers_); gone >= 0) {
+      fault.kind = ExchangeFault::Kind::PeerGone;
+      fault.peer = gone;
+      return false;
     }
   }
+  if (rc == 0 && deadline.expired()) {
+    fault.kind = ExchangeFault::Kind::TimedOut;
+    for (const ActiveTransfer& a : active_) {
+      if (!a.finished)
+        fault.pending.push_back({a.transfer->peer, a.transfer->isSend, kHeaderBytes + a.transfer->bytes - a.done});
+    }
+    return false;
+  }
+  return true;
 }
 
 }  // namespace vigil

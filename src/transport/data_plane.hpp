@@ -169,6 +169,14 @@ class SocketDataPlane final : public DataPath {
   const char* name() const override { return "tcp"; }
 
  private:
+  enum class Pass { AllDone, Waiting, Failed };
+  // Moves every transfer whose lane is free as far as its socket allows; collects in
+  // pollFds_ what the rest wait for.
+  Pass advance(const FrameHeader& header, bool checkFingerprint, ExchangeFault& fault);
+  // One poll() over pollFds_, the fatal eventfd and the peer-change eventfd. False with
+  // `fault` set when the op must end (failure, a peer gone, the deadline).
+  bool await(Deadline deadline, LivenessWatch& watch, bool& stalled, ExchangeFault& fault);
+
   std::vector<Fd> fds_;
   std::vector<ActiveTransfer> active_;
   std::vector<uint8_t> claimed_;
