@@ -1,7 +1,6 @@
 #include "bootstrap/mesh.hpp"
 
 #include <poll.h>
-#include <sys/socket.h>
 
 #include <cerrno>
 
@@ -20,11 +19,12 @@ namespace {
       .raise();
 }
 
-const char* describe(PreambleRejection why) {
+std::string describe(PreambleRejection why) {
   switch (why) {
     case PreambleRejection::Closed:
     case PreambleRejection::Failed: return "it closed the connection before sending a complete preamble";
-    case PreambleRejection::TimedOut: return "it sent no complete preamble within 10 s";  // kPreambleTimeoutMs
+    case PreambleRejection::TimedOut:
+      return cat("it sent no complete preamble within ", kPreambleTimeoutMs / 1000, " s");
     case PreambleRejection::NotVigil: return "it did not present vigil's magic";
     case PreambleRejection::OtherJob: return "it presented another job's token";
   }

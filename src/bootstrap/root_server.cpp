@@ -1,7 +1,6 @@
 #include "bootstrap/root_server.hpp"
 
 #include <poll.h>
-#include <sys/socket.h>
 
 #include <atomic>
 #include <cerrno>
@@ -50,11 +49,11 @@ struct Arrival {
   Hello hello;
 };
 
-const char* describe(PreambleRejection why) {
+std::string describe(PreambleRejection why, int error) {
   switch (why) {
     case PreambleRejection::Closed: return "it closed the connection before sending a complete hello";
-    case PreambleRejection::Failed: return "";                                         // errno's text instead
-    case PreambleRejection::TimedOut: return "it sent no complete hello within 10 s";  // kPreambleTimeoutMs
+    case PreambleRejection::Failed: return errnoText(error);
+    case PreambleRejection::TimedOut: return cat("it sent no complete hello within ", kPreambleTimeoutMs / 1000, " s");
     case PreambleRejection::NotVigil: return "it did not present vigil's magic (not a vigil rank)";
     case PreambleRejection::OtherJob:
       return "it presented another job's token (a rank of a different job or root info)";
@@ -88,7 +87,7 @@ class Rendezvous {
         acceptor_(
             token, [this](AcceptedConnection conn) { admit(std::move(conn)); },
             [this](const std::string& from, PreambleRejection why, int error) {
-              logRejection(from, why == PreambleRejection::Failed ? errnoText(error) : describe(why));
+              logRejection(from, describe(why, error));
             }) {
     size_t limit = gMaxPendingForTesting.load();
     maxPending_ = limit != 0 ? limit : kMaxPendingConnections;
@@ -172,9 +171,9 @@ void Rendezvous::run() {
       bool keep = true;
       if (fds[index].revents != 0) keep = readPending(*it);
       if (keep && it->deadline.expired()) {
-        reject(*it, it->claim ? cat("it claimed ", it->claim->where(),
-                                    " but did not confirm the claim within 10 s (a forged or replayed hello?)")
-                              : std::string("it sent no complete hello within 10 s"));
+        reject(*it, it->claim ? cat("it claimed ", it->claim->where(), " but did not confirm the claim within ",
+                                    kPreambleTimeoutMs / 1000, " s (a forged or replayed hello?)")
+                              : cat("it sent no complete hello within ", kPreambleTimeoutMs / 1000, " s"));
         keep = false;
       }
       it = keep ? std::next(it) : pending_.erase(it);

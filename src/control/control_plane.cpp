@@ -1,7 +1,6 @@
 #include "control/control_plane.hpp"
 
 #include <poll.h>
-#include <sys/socket.h>
 
 #include <algorithm>
 #include <cerrno>
