@@ -1,7 +1,6 @@
 #include "bootstrap/root_server.hpp"
 
 #include <poll.h>
-#include <sys/socket.h>
 
 #include <atomic>
 #include <cerrno>
@@ -17,25 +16,28 @@
 #include "core/errors.hpp"
 #include "core/log.hpp"
 #include "core/thread.hpp"
+#include "net/acceptor.hpp"
 #include "net/event_fd.hpp"
+#include "net/framed_reader.hpp"
 
 namespace vigil {
 namespace {
 
-// A connection that has not yet presented a valid preamble and hello, or
+// A connection that presented a valid preamble but not yet its hello, or
 // (when claims must be confirmed) whose hello awaits its confirmation.
 struct Pending {
-  Pending(Fd f, std::string source, Deadline d)
-      : fd(std::move(f)), from(std::move(source)), deadline(d), since(std::chrono::steady_clock::now()) {}
+  explicit Pending(AcceptedConnection conn)
+      : fd(std::move(conn.fd)),
+        from(std::move(conn.from)),
+        deadline(conn.deadline),
+        since(conn.since),
+        preamble(conn.preamble) {}
   Fd fd;
   std::string from;
   Deadline deadline;
-  std::chrono::steady_clock::time_point since;
-  Preamble preamble{};
-  size_t have = 0;  // bytes of the current stage
-  uint32_t length = 0;
-  enum class Stage { Preamble, Length, Payload } stage = Stage::Preamble;
-  std::vector<uint8_t> payload;
+  Clock::time_point since;
+  Preamble preamble;
+  FramedReader reader{kMaxHelloBytes};
   // Set once the hello is read and a confirmation was asked for: the next
   // message must echo `challenge`.
   std::optional<Hello> claim;
@@ -47,7 +49,17 @@ struct Arrival {
   Hello hello;
 };
 
-constexpr int kPendingReadTimeoutMs = 10000;
+std::string describe(PreambleRejection why, int error) {
+  switch (why) {
+    case PreambleRejection::Closed: return "it closed the connection before sending a complete hello";
+    case PreambleRejection::Failed: return errnoText(error);
+    case PreambleRejection::TimedOut: return cat("it sent no complete hello within ", kPreambleTimeoutMs / 1000, " s");
+    case PreambleRejection::NotVigil: return "it did not present vigil's magic (not a vigil rank)";
+    case PreambleRejection::OtherJob:
+      return "it presented another job's token (a rank of a different job or root info)";
+  }
+  return "?";
+}
 
 std::string versionText(uint32_t code) {
   return cat(code / 10000, ".", code / 100 % 100, ".", code % 100, " (", code, ")");
@@ -71,7 +83,12 @@ class Rendezvous {
         stopFd_(stopFd),
         deadline_(Deadline::afterMs(idleTimeoutMs)),
         rejections_(LogLevel::Warn, kRejectionsLoggedInFull, kRejectionSummaryInterval),
-        claimRefusals_(LogLevel::Warn, kRejectionsLoggedInFull, kRejectionSummaryInterval) {
+        claimRefusals_(LogLevel::Warn, kRejectionsLoggedInFull, kRejectionSummaryInterval),
+        acceptor_(
+            token, [this](AcceptedConnection conn) { admit(std::move(conn)); },
+            [this](const std::string& from, PreambleRejection why, int error) {
+              logRejection(from, describe(why, error));
+            }) {
     size_t limit = gMaxPendingForTesting.load();
     maxPending_ = limit != 0 ? limit : kMaxPendingConnections;
     rejections_.setSummary(
@@ -85,11 +102,18 @@ class Rendezvous {
   void run();
 
  private:
-  void acceptAll(const Listener& listener);
-  void evictOldestPending();
+  // A connection with a valid preamble: it goes on to its hello.
+  void admit(AcceptedConnection conn);
+  // At the limit of strangers, closes the oldest (preamble or hello pending).
+  void makeRoom();
   // Returns false when the connection is finished (rejected or arrived).
   bool readPending(Pending& p);
+  // A whole message from p: its hello, or the confirmation of its claim.
+  bool onMessage(Pending& p);
+  // True (and the rank told or refused) when p's hello comes from another version.
+  bool otherVersion(Pending& p);
   void reject(Pending& p, const std::string& why);
+  void logRejection(const std::string& from, const std::string& why);
   // Open policy: a claim that would fail the job if it were trusted is
   // refused alone; the sender is told (errc, cause), the root logs it.
   void refuseClaim(Pending& p, Errc errc, const std::string& cause);
@@ -113,7 +137,8 @@ class Rendezvous {
   size_t maxPending_;
   RateLimitedLog rejections_;
   RateLimitedLog claimRefusals_;    // apart: a flood of strangers must not hide them
-  std::list<Pending> pending_;      // oldest first
+  PreambleAcceptor acceptor_;       // connections yet to present their preamble
+  std::list<Pending> pending_;      // by acceptance, oldest first
   std::map<int, Arrival> arrived_;  // by rank
   std::optional<Hello> first_;
   std::optional<RendezvousReply> verdict_;  // set once the outcome is known
@@ -133,24 +158,27 @@ void Rendezvous::run() {
       fds.push_back({p.fd.get(), POLLIN, 0});
       wake = wake.earlier(p.deadline);
     }
+    const size_t firstStranger = fds.size();
+    wake = acceptor_.addPollFds(fds, wake);
     int rc = ::poll(fds.data(), fds.size(), wake.pollTimeoutMs(1000));
     if (rc < 0 && errno != EINTR) break;
     if (fds[0].revents & POLLIN) return;  // process exit or test teardown
-    // The pending connections first: they pair with pending_ in order, and
-    // accepting may close the oldest of them.
-    const size_t firstPending = 1 + listeners_.size();
-    size_t index = firstPending;
-    for (auto it = pending_.begin(); it != pending_.end() && index < fds.size(); ++index) {
+    // The pending connections first: they pair with pending_ and the
+    // acceptor's in order; a preamble read adds to pending_, and accepting
+    // may close the oldest of either.
+    size_t index = 1 + listeners_.size();
+    for (auto it = pending_.begin(); it != pending_.end() && index < firstStranger; ++index) {
       bool keep = true;
       if (fds[index].revents != 0) keep = readPending(*it);
       if (keep && it->deadline.expired()) {
-        reject(*it, it->claim ? cat("it claimed ", it->claim->where(),
-                                    " but did not confirm the claim within 10 s (a forged or replayed hello?)")
-                              : std::string("it sent no complete hello within 10 s"));
+        reject(*it, it->claim ? cat("it claimed ", it->claim->where(), " but did not confirm the claim within ",
+                                    kPreambleTimeoutMs / 1000, " s (a forged or replayed hello?)")
+                              : cat("it sent no complete hello within ", kPreambleTimeoutMs / 1000, " s"));
         keep = false;
       }
       it = keep ? std::next(it) : pending_.erase(it);
     }
+    acceptor_.service(fds.data() + firstStranger, fds.size() - firstStranger);
     if (done_) {
       // Claims that never confirmed: someone tried to take a rank. Say so.
       for (Pending& p : pending_) {
@@ -162,7 +190,9 @@ void Rendezvous::run() {
       break;
     }
     for (size_t i = 0; i < listeners_.size(); ++i) {
-      if (fds[1 + i].revents & POLLIN) acceptAll(listeners_[i]);
+      // Refusing a newcomer would let idle strangers lock every late rank
+      // out; the oldest stranger has had the longest to identify itself.
+      if (fds[1 + i].revents & POLLIN) acceptor_.acceptAll(listeners_[i].fd.get(), [this] { makeRoom(); });
     }
     if (deadline_.expired()) {
       if (!verdict_ && first_) missingRanks();
@@ -171,130 +201,101 @@ void Rendezvous::run() {
   }
 }
 
-void Rendezvous::acceptAll(const Listener& listener) {
-  while (true) {
-    sockaddr_storage from{};
-    socklen_t len = sizeof from;
-    int fd = ::accept4(listener.fd.get(), reinterpret_cast<sockaddr*>(&from), &len, SOCK_NONBLOCK | SOCK_CLOEXEC);
-    if (fd < 0) return;
-    Fd conn(fd);
-    if (!setTcpOptions(fd)) continue;  // reset by its peer already
-    SocketAddress peer;
-    std::memcpy(&peer.storage, &from, len);
-    peer.length = len;
-    // Refusing the newcomer would let idle strangers lock every late rank
-    // out; the oldest stranger has had the longest to identify itself.
-    if (pending_.size() >= maxPending_) evictOldestPending();
-    pending_.emplace_back(std::move(conn), peer.toString(), Deadline::afterMs(kPendingReadTimeoutMs));
-  }
+void Rendezvous::admit(AcceptedConnection conn) {
+  // By acceptance: a preamble that took longer goes before the later ones.
+  auto at = pending_.end();
+  while (at != pending_.begin() && std::prev(at)->since > conn.since) --at;
+  auto it = pending_.emplace(at, std::move(conn));
+  // The hello often came with the preamble: read it now, not a poll later.
+  if (!readPending(*it)) pending_.erase(it);
 }
 
-void Rendezvous::evictOldestPending() {
-  Pending& oldest = pending_.front();
-  auto idleMs = std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - oldest.since);
-  reject(oldest, cat("it was the oldest of ", pending_.size(), " connections that had not identified themselves (",
-                     idleMs.count(), " ms without a complete hello); it makes room for a new one"));
-  pending_.pop_front();
+void Rendezvous::makeRoom() {
+  const size_t strangers = acceptor_.size() + pending_.size();
+  if (strangers < maxPending_) return;
+  const bool preambleOldest =
+      acceptor_.size() > 0 && (pending_.empty() || acceptor_.oldestSince() <= pending_.front().since);
+  const Clock::time_point since = preambleOldest ? acceptor_.oldestSince() : pending_.front().since;
+  std::string from;
+  if (preambleOldest) {
+    from = acceptor_.dropOldest();
+  } else {
+    from = std::move(pending_.front().from);
+    pending_.pop_front();
+  }
+  auto idleMs = std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - since);
+  logRejection(from, cat("it was the oldest of ", strangers, " connections that had not identified themselves (",
+                         idleMs.count(), " ms without a complete hello); it makes room for a new one"));
 }
 
 void Rendezvous::reject(Pending& p, const std::string& why) {
-  rejections_.write(errorId(Errc::NetRejected), ": rendezvous root at ", listener_.address.toString(),
-                    " closed a connection from ", p.from, ": ", why, "; the rendezvous goes on");
+  logRejection(p.from, why);
   p.fd.reset();
 }
 
+void Rendezvous::logRejection(const std::string& from, const std::string& why) {
+  rejections_.write(errorId(Errc::NetRejected), ": rendezvous root at ", listener_.address.toString(),
+                    " closed a connection from ", from, ": ", why, "; the rendezvous goes on");
+}
+
 bool Rendezvous::readPending(Pending& p) {
-  while (true) {
-    uint8_t* target;
-    size_t want;
-    switch (p.stage) {
-      case Pending::Stage::Preamble:
-        target = reinterpret_cast<uint8_t*>(&p.preamble) + p.have;
-        want = sizeof(Preamble) - p.have;
-        break;
-      case Pending::Stage::Length:
-        target = reinterpret_cast<uint8_t*>(&p.length) + p.have;
-        want = sizeof(uint32_t) - p.have;
-        break;
-      default:
-        target = p.payload.data() + p.have;
-        want = p.payload.size() - p.have;
-        break;
-    }
-    ssize_t n = want == 0 ? 0 : ::recv(p.fd.get(), target, want, 0);
-    if (want != 0) {
-      if (n == 0) {
-        reject(p, p.claim ? cat("it claimed ", p.claim->where(), " and closed the connection before confirming")
-                          : std::string("it closed the connection before sending a complete hello"));
-        return false;
-      }
-      if (n < 0) {
-        if (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR) return true;
-        reject(p, errnoText(errno));
-        return false;
-      }
-      p.have += static_cast<size_t>(n);
-      if (static_cast<size_t>(n) < want) continue;
-    }
-    p.have = 0;
-    if (p.stage == Pending::Stage::Preamble) {
-      if (p.preamble.magic != kWireMagic) {
-        reject(p, "it did not present vigil's magic (not a vigil rank)");
-        return false;
-      }
-      if (p.preamble.token != token_) {
-        reject(p, "it presented another job's token (a rank of a different job or root info)");
-        return false;
-      }
-      p.stage = Pending::Stage::Length;
-      continue;
-    }
-    if (p.stage == Pending::Stage::Length) {
-      if (p.length > kMaxHelloBytes) {
-        reject(p, cat("it announced a hello of ", p.length, " bytes (limit ", kMaxHelloBytes, ")"));
-        return false;
-      }
-      p.payload.resize(p.length);
-      p.stage = Pending::Stage::Payload;
-      continue;
-    }
-    if (p.claim) {
-      if (p.payload != p.challenge) {
-        reject(p, cat("it claimed ", p.claim->where(), " but answered the confirmation with other bytes"));
-        return false;
-      }
-      arrive(p, *p.claim);
+  switch (p.reader.read(p.fd.get())) {
+    case ReadStatus::NeedMore: return true;
+    case ReadStatus::Complete: return onMessage(p);
+    case ReadStatus::Closed:
+      reject(p, p.claim ? cat("it claimed ", p.claim->where(), " and closed the connection before confirming")
+                        : std::string("it closed the connection before sending a complete hello"));
+      return false;
+    case ReadStatus::Failed: reject(p, errnoText(p.reader.error())); return false;
+    case ReadStatus::TooLarge:
+      reject(p, cat("it announced a hello of ", p.reader.length(), " bytes (limit ", kMaxHelloBytes, ")"));
+      return false;
+  }
+  return false;
+}
+
+bool Rendezvous::onMessage(Pending& p) {
+  if (p.claim) {
+    if (p.reader.payload() != p.challenge) {
+      reject(p, cat("it claimed ", p.claim->where(), " but answered the confirmation with other bytes"));
       return false;
     }
-    // A rank of another version is judged only now, with its hello read to
-    // the end: closing a socket with unread bytes would reset it and lose
-    // the verdict on the way to that rank.
-    if (p.preamble.wireVersion != kWireVersion || p.preamble.libVersion != static_cast<uint32_t>(VIGIL_VERSION_CODE)) {
-      const std::string cause =
-          cat("rank ", p.preamble.rank, " (", p.from, ") runs vigil ", versionText(p.preamble.libVersion),
-              " with wire version ", p.preamble.wireVersion, ", but the rendezvous root runs vigil ",
-              versionText(VIGIL_VERSION_CODE), " with wire version ", kWireVersion,
-              first_ ? cat(" like ", first_->where()) : std::string());
-      if (policy_ == ClaimPolicy::ConfirmClaims) {
-        refuseClaim(p, Errc::BootVersionMismatch, cause);
-        return false;
-      }
-      fail(Errc::BootVersionMismatch, cause);
-      // Tell this rank too, in the reply format every version understands.
-      sendMessage(p.fd.get(), verdict_->encode(), Deadline::afterMs(2000));
-      return false;
-    }
-    try {
-      Hello hello = Hello::decode(p.payload);
-      if (policy_ == ClaimPolicy::ConfirmClaims) return challenge(p, hello);
-      arrive(p, std::move(hello));
-    } catch (const WireFormatError& e) {
-      reject(p, cat("its hello is malformed (", e.what(), ")"));
-    } catch (const Error& e) {
-      reject(p, cat("its hello is malformed (", e.text(), ")"));
-    }
+    arrive(p, *p.claim);
     return false;
   }
+  if (otherVersion(p)) return false;
+  try {
+    Hello hello = Hello::decode(p.reader.payload());
+    if (policy_ == ClaimPolicy::ConfirmClaims) return challenge(p, hello);
+    arrive(p, std::move(hello));
+  } catch (const WireFormatError& e) {
+    reject(p, cat("its hello is malformed (", e.what(), ")"));
+  } catch (const Error& e) {
+    reject(p, cat("its hello is malformed (", e.text(), ")"));
+  }
+  return false;
+}
+
+bool Rendezvous::otherVersion(Pending& p) {
+  // A rank of another version is judged only now, with its hello read to
+  // the end: closing a socket with unread bytes would reset it and lose
+  // the verdict on the way to that rank.
+  if (p.preamble.wireVersion == kWireVersion && p.preamble.libVersion == static_cast<uint32_t>(VIGIL_VERSION_CODE)) {
+    return false;
+  }
+  const std::string cause =
+      cat("rank ", p.preamble.rank, " (", p.from, ") runs vigil ", versionText(p.preamble.libVersion),
+          " with wire version ", p.preamble.wireVersion, ", but the rendezvous root runs vigil ",
+          versionText(VIGIL_VERSION_CODE), " with wire version ", kWireVersion,
+          first_ ? cat(" like ", first_->where()) : std::string());
+  if (policy_ == ClaimPolicy::ConfirmClaims) {
+    refuseClaim(p, Errc::BootVersionMismatch, cause);
+    return true;
+  }
+  fail(Errc::BootVersionMismatch, cause);
+  // Tell this rank too, in the reply format every version understands.
+  sendMessage(p.fd.get(), verdict_->encode(), Deadline::afterMs(2000));
+  return true;
 }
 
 std::optional<std::string> Rendezvous::checkAgainstFirst(const Hello& h) const {
@@ -356,9 +357,7 @@ bool Rendezvous::challenge(Pending& p, const Hello& hello) {
     return false;
   }
   p.claim = hello;
-  p.stage = Pending::Stage::Length;
-  p.have = 0;
-  p.deadline = Deadline::afterMs(kPendingReadTimeoutMs);
+  p.deadline = Deadline::afterMs(kPreambleTimeoutMs);
   return true;
 }
 

@@ -1,7 +1,6 @@
 #include "control/control_plane.hpp"
 
 #include <poll.h>
-#include <sys/socket.h>
 
 #include <algorithm>
 #include <cerrno>
@@ -31,9 +30,9 @@ constexpr size_t kMaxControlMessage = 1 << 20;
 constexpr int kNoticeDeadlineMs = 1000;
 
 std::vector<uint8_t> encode(Msg type) {
-  WireWriter w;
-  w.put<uint32_t>(1).put(static_cast<uint8_t>(type));
-  return std::move(w.bytes());
+  FrameWriter w;
+  w.put(static_cast<uint8_t>(type));
+  return std::move(w.frame());
 }
 
 }  // namespace
@@ -53,7 +52,7 @@ ControlPlane::ControlPlane(int rank, int nranks, std::vector<Fd> fds)
     : rank_(rank),
       nranks_(nranks),
       fds_(std::move(fds)),
-      inbox_(static_cast<size_t>(nranks)),
+      readers_(static_cast<size_t>(nranks), FramedReader(kMaxControlMessage)),
       eof_(static_cast<size_t>(nranks)),
       peers_(static_cast<size_t>(nranks)),
       readyFrom_(static_cast<size_t>(nranks)),
@@ -76,11 +75,11 @@ void ControlPlane::stop() {
   thread_.join();
 }
 
-bool ControlPlane::sendTo(int peer, const std::vector<uint8_t>& message, Deadline deadline) {
+bool ControlPlane::sendTo(int peer, const std::vector<uint8_t>& frame, Deadline deadline) {
   std::lock_guard lock(sendMutex_);
   int fd = fds_[static_cast<size_t>(peer)].get();
   if (fd < 0) return false;
-  return sendAll(fd, message.data(), message.size(), deadline) == IoStatus::Done;
+  return sendAll(fd, frame.data(), frame.size(), deadline) == IoStatus::Done;
 }
 
 std::vector<int> ControlPlane::handshake(Deadline deadline) {
@@ -168,43 +167,22 @@ void ControlPlane::removeWatcher(const EventFd* fd) {
 }
 
 void ControlPlane::onReadable(int peer) {
-  auto& box = inbox_[static_cast<size_t>(peer)];
+  FramedReader& reader = readers_[static_cast<size_t>(peer)];
   const int fd = fds_[static_cast<size_t>(peer)].get();
-  uint8_t buf[4096];
-  bool closed = false;
-  while (true) {
-    ssize_t n = ::recv(fd, buf, sizeof buf, 0);
-    if (n > 0) {
-      box.insert(box.end(), buf, buf + n);
-      continue;
-    }
-    if (n < 0 && errno == EINTR) continue;
-    closed = !(n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK));
-    break;
-  }
   // Messages first: a goodbye usually arrives together with the EOF after it.
-  size_t offset = 0;
-  while (box.size() - offset >= sizeof(uint32_t)) {
-    uint32_t length;
-    std::memcpy(&length, box.data() + offset, sizeof length);
-    if (length == 0 || length > kMaxControlMessage) {
-      VIGIL_LOG_AT(LogLevel::Warn, rank_, "control message of ", length, " bytes from rank ", peer,
-                   " breaks the protocol; treating the peer as failed");
-      closed = true;
-      offset = box.size();
-      break;
-    }
-    if (box.size() - offset - sizeof length < length) break;
-    onMessage(peer, box.data() + offset + sizeof length, length);
-    offset += sizeof length + length;
+  ReadStatus st;
+  while ((st = reader.read(fd)) == ReadStatus::Complete && !reader.payload().empty()) {
+    onMessage(peer, reader.payload().data(), reader.payload().size());
   }
-  box.erase(box.begin(), box.begin() + static_cast<std::ptrdiff_t>(offset));
-  if (closed) {
-    // EOF or reset: the peer is gone; without a goodbye, it died. The socket
-    // stays open (senders may still hold it) but is no longer polled.
-    eof_[static_cast<size_t>(peer)] = 1;
-    setState(peer, PeerState::Status::Died, nullptr);
+  if (st == ReadStatus::NeedMore) return;
+  if (st == ReadStatus::Complete || st == ReadStatus::TooLarge) {
+    VIGIL_LOG_AT(LogLevel::Warn, rank_, "control message of ", reader.length(), " bytes from rank ", peer,
+                 " breaks the protocol; treating the peer as failed");
   }
+  // EOF or reset: the peer is gone; without a goodbye, it died. The socket
+  // stays open (senders may still hold it) but is no longer polled.
+  eof_[static_cast<size_t>(peer)] = 1;
+  setState(peer, PeerState::Status::Died, nullptr);
 }
 
 void ControlPlane::onMessage(int peer, const uint8_t* data, size_t size) {
@@ -293,14 +271,13 @@ void ControlPlane::onMessage(int peer, const uint8_t* data, size_t size) {
       case Msg::ProgressQuery: {
         const auto round = r.get<uint64_t>();
         ProgressReport report = progress_ ? progress_() : ProgressReport{};
-        WireWriter w;
-        w.put<uint32_t>(1 + 8 + 8 + 8 + 1)
-            .put(static_cast<uint8_t>(Msg::ProgressReply))
+        FrameWriter w;
+        w.put(static_cast<uint8_t>(Msg::ProgressReply))
             .put(round)
             .put(report.lastCompletedSeq)
             .put(report.currentSeq)
             .put(report.currentOp);
-        sendTo(peer, w.bytes(), Deadline::afterMs(kNoticeDeadlineMs));
+        sendTo(peer, w.frame(), Deadline::afterMs(kNoticeDeadlineMs));
         break;
       }
       case Msg::ProgressReply: {
@@ -347,7 +324,7 @@ void ControlPlane::setState(int peer, PeerState::Status status, const PeerState*
 void ControlPlane::sendBye(ByeReason reason, int64_t lastSeq, const std::optional<Error>& cause,
                            const std::string& processError) {
   auto message = [&](bool withFingerprints) {
-    WireWriter body;
+    FrameWriter body;
     body.put(static_cast<uint8_t>(Msg::Bye)).put(static_cast<uint8_t>(reason)).put(lastSeq);
     if (cause) {
       putError(body.put(static_cast<uint8_t>(ByeCause::VigilError)), *cause);
@@ -369,9 +346,7 @@ void ControlPlane::sendBye(ByeReason reason, int64_t lastSeq, const std::optiona
       body.put<uint32_t>(static_cast<uint32_t>(recent.size()));
       for (const FrameHeader& f : recent) body.put(f);
     }
-    WireWriter w;
-    w.put<uint32_t>(static_cast<uint32_t>(body.bytes().size())).putBytes(body.bytes().data(), body.bytes().size());
-    return std::move(w.bytes());
+    return std::move(body.frame());
   };
   const int right = (rank_ + 1) % nranks_;
   const std::vector<uint8_t> plain = message(false);
@@ -384,23 +359,22 @@ void ControlPlane::sendBye(ByeReason reason, int64_t lastSeq, const std::optiona
 }
 
 void ControlPlane::broadcastFailure(const Error& error) {
-  WireWriter body;
-  putError(body.put(static_cast<uint8_t>(Msg::Failure)), error);
-  WireWriter w;
-  w.put<uint32_t>(static_cast<uint32_t>(body.bytes().size())).putBytes(body.bytes().data(), body.bytes().size());
+  FrameWriter w;
+  putError(w.put(static_cast<uint8_t>(Msg::Failure)), error);
+  const std::vector<uint8_t>& message = w.frame();
   Deadline deadline = Deadline::afterMs(kNoticeDeadlineMs);
   for (int p = 0; p < nranks_; ++p) {
     // A peer that failed still listens and must learn why we go; a dead one cannot.
-    if (p != rank_ && peer(p).status != PeerState::Status::Died) sendTo(p, w.bytes(), deadline);
+    if (p != rank_ && peer(p).status != PeerState::Status::Died) sendTo(p, message, deadline);
   }
 }
 
 void ControlPlane::sendFingerprint(const FrameHeader& mine) {
-  WireWriter w;
-  w.put<uint32_t>(1 + sizeof(FrameHeader)).put(static_cast<uint8_t>(Msg::Fingerprint)).put(mine);
+  FrameWriter w;
+  w.put(static_cast<uint8_t>(Msg::Fingerprint)).put(mine);
   // Small: the socket buffer takes it at once; a peer that stopped reading
   // is the data path's and the deadline's business.
-  sendTo((rank_ + 1) % nranks_, w.bytes(), Deadline::afterMs(kNoticeDeadlineMs));
+  sendTo((rank_ + 1) % nranks_, w.frame(), Deadline::afterMs(kNoticeDeadlineMs));
 }
 
 void ControlPlane::recordFingerprint(const FrameHeader& mine) {
@@ -417,9 +391,9 @@ void ControlPlane::recordFingerprint(const FrameHeader& mine) {
 }
 
 void ControlPlane::queryLeftFingerprint(uint64_t seq) {
-  WireWriter w;
-  w.put<uint32_t>(1 + 8).put(static_cast<uint8_t>(Msg::FingerprintQuery)).put(seq);
-  sendTo((rank_ + nranks_ - 1) % nranks_, w.bytes(), Deadline::afterMs(kNoticeDeadlineMs));
+  FrameWriter w;
+  w.put(static_cast<uint8_t>(Msg::FingerprintQuery)).put(seq);
+  sendTo((rank_ + nranks_ - 1) % nranks_, w.frame(), Deadline::afterMs(kNoticeDeadlineMs));
 }
 
 std::optional<FrameHeader> ControlPlane::waitLeftFingerprint(uint64_t seq, Deadline deadline) const {
@@ -441,9 +415,10 @@ std::vector<std::optional<ProgressReport>> ControlPlane::queryProgress(const std
     std::lock_guard lock(mutex_);
     round = ++queryRound_;
   }
-  WireWriter w;
-  w.put<uint32_t>(1 + 8).put(static_cast<uint8_t>(Msg::ProgressQuery)).put(round);
-  for (int p : peers) sendTo(p, w.bytes(), deadline);
+  FrameWriter w;
+  w.put(static_cast<uint8_t>(Msg::ProgressQuery)).put(round);
+  const std::vector<uint8_t>& query = w.frame();
+  for (int p : peers) sendTo(p, query, deadline);
   std::unique_lock lock(mutex_);
   auto answered = [&](int p) {
     return progressReplies_[static_cast<size_t>(p)].first == round ||
@@ -475,9 +450,9 @@ void ControlPlane::poison() {
 }
 
 std::vector<int> ControlPlane::finalize(Deadline deadline, int64_t lastSeq) {
-  WireWriter w;
-  w.put<uint32_t>(1 + 8).put(static_cast<uint8_t>(Msg::FinalizeReady)).put(lastSeq);
-  const std::vector<uint8_t>& ready = w.bytes();
+  FrameWriter w;
+  w.put(static_cast<uint8_t>(Msg::FinalizeReady)).put(lastSeq);
+  const std::vector<uint8_t>& ready = w.frame();
   for (int p = 0; p < nranks_; ++p) {
     if (p != rank_) sendTo(p, ready, deadline);
   }

@@ -20,6 +20,7 @@
 #include "core/errors.hpp"
 #include "net/event_fd.hpp"
 #include "net/fd.hpp"
+#include "net/framed_reader.hpp"
 #include "transport/frame.hpp"
 #include "vigil/vigil.h"
 
@@ -160,15 +161,15 @@ class ControlPlane {
   void setState(int peer, PeerState::Status status, const PeerState* details);
   void flushSignals();
   void signalWatchers();
-  bool sendTo(int peer, const std::vector<uint8_t>& message, Deadline deadline);
-  void sendFingerprint(const FrameHeader& mine);  // to the right neighbour
+  bool sendTo(int peer, const std::vector<uint8_t>& frame, Deadline deadline);  // a FrameWriter::frame()
+  void sendFingerprint(const FrameHeader& mine);                                // to the right neighbour
 
   const int rank_;
   const int nranks_;
   std::vector<Fd> fds_;
-  std::vector<std::vector<uint8_t>> inbox_;  // partial messages, per peer
-  std::vector<uint8_t> eof_;                 // connection closed by the peer (thread-owned)
-  bool pendingFatal_ = false;                // signals owed at the end of this poll round
+  std::vector<FramedReader> readers_;  // the message being read, per peer
+  std::vector<uint8_t> eof_;           // connection closed by the peer (thread-owned)
+  bool pendingFatal_ = false;          // signals owed at the end of this poll round
   bool pendingPeerChange_ = false;
   EventFd stop_;
   EventFd fatal_;

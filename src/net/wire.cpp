@@ -70,6 +70,12 @@ WireWriter& WireWriter::putBytes(const void* data, size_t n) {
   return *this;
 }
 
+std::vector<uint8_t>& FrameWriter::frame() {
+  const auto length = static_cast<uint32_t>(bytes().size() - sizeof(uint32_t));
+  std::memcpy(bytes().data(), &length, sizeof length);
+  return bytes();
+}
+
 std::string tokenTag(const JobToken& token) {
   static const char* const kHex = "0123456789abcdef";
   std::string tag;

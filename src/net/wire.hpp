@@ -41,6 +41,10 @@ struct Preamble {
 };
 static_assert(sizeof(Preamble) == 32);
 
+// How long an accepted connection has to identify itself (its preamble, and
+// at the rendezvous root its hello) before it is closed as a stranger.
+constexpr int kPreambleTimeoutMs = 10000;
+
 // Decoding failures of untrusted bytes. Caught where the bytes come in and
 // turned into a rejected connection or a VG-PEER-004 error.
 class WireFormatError : public std::runtime_error {
@@ -67,6 +71,15 @@ class WireWriter {
 
  private:
   std::vector<uint8_t> bytes_;
+};
+
+// A length-prefixed message built in place: the u32 length is reserved first
+// and filled in by frame(), so no caller computes it and the message goes out
+// in one send. The same bytes as sendMessage's.
+class FrameWriter : public WireWriter {
+ public:
+  FrameWriter() { put<uint32_t>(0); }
+  std::vector<uint8_t>& frame();  // the whole message, length filled in
 };
 
 class WireReader {
