@@ -195,107 +195,113 @@ void ControlPlane::onMessage(int peer, const uint8_t* data, size_t size) {
         readyFrom_[static_cast<size_t>(peer)] = 1;
         break;
       }
-      case Msg::FinalizeReady: {
-        const auto lastSeq = r.get<int64_t>();
-        std::lock_guard lock(mutex_);
-        finalizeFrom_[static_cast<size_t>(peer)] = 1;
-        PeerState& st = peers_[static_cast<size_t>(peer)];
-        if (st.status == PeerState::Status::Alive) {
-          st.finalizing = true;
-          st.lastSeq = lastSeq;
-          st.since = Clock::now();
-          anyNotAlive_.store(true, std::memory_order_release);
-          pendingPeerChange_ = true;  // an op waiting on it re-checks its peers
-        }
-        changed_.notify_all();
-        break;
-      }
-      case Msg::Bye: {
-        PeerState details;
-        details.byeReason = static_cast<ByeReason>(r.get<uint8_t>());
-        details.lastSeq = r.get<int64_t>();
-        switch (static_cast<ByeCause>(r.get<uint8_t>())) {
-          case ByeCause::None: break;
-          case ByeCause::VigilError: details.byeError = getError(r); break;
-          case ByeCause::ProcessError: details.processError = r.getString(1 << 16); break;
-          default: throw WireFormatError("unknown kind of goodbye cause");
-        }
-        if (!r.done() && peer == (rank_ + nranks_ - 1) % nranks_) {
-          const auto count = r.get<uint32_t>();
-          std::lock_guard lock(mutex_);
-          for (uint32_t i = 0; i < count && i < kFingerprintSlots; ++i) {
-            const auto f = r.get<FrameHeader>();
-            if (f.magic == FrameHeader::kMagic) leftFingerprints_[f.seq % kFingerprintSlots] = f;
-          }
-        }
-        setState(peer, PeerState::Status::Left, &details);
-        break;
-      }
+      case Msg::FinalizeReady: onFinalizeReady(peer, r); break;
+      case Msg::Bye: onBye(peer, r); break;
       case Msg::Failure: {
         PeerState details;
         details.failure = getError(r);
         setState(peer, PeerState::Status::Failed, &details);
         break;
       }
-      case Msg::Fingerprint: {
-        const auto theirs = r.get<FrameHeader>();
-        if (peer != (rank_ + nranks_ - 1) % nranks_ || theirs.magic != FrameHeader::kMagic) break;
-        std::optional<FrameHeader> mine;
-        {
-          std::lock_guard lock(mutex_);
-          leftFingerprints_[theirs.seq % kFingerprintSlots] = theirs;
-          changed_.notify_all();
-          const FrameHeader& own = ownFingerprints_[theirs.seq % kFingerprintSlots];
-          if (own.magic == FrameHeader::kMagic && own.seq == theirs.seq) mine = own;
-        }
-        // If this rank has not reached that seq yet, it compares when it does.
-        if (mine && !mine->sameOp(theirs) && onFingerprintMismatch_) onFingerprintMismatch_(*mine, theirs);
-        break;
-      }
-      case Msg::FingerprintQuery: {
-        const auto seq = r.get<uint64_t>();
-        if (peer != (rank_ + 1) % nranks_) break;
-        std::optional<FrameHeader> own;
-        {
-          std::lock_guard lock(mutex_);
-          const FrameHeader& slot = ownFingerprints_[seq % kFingerprintSlots];
-          if (slot.magic == FrameHeader::kMagic && slot.seq == seq) {
-            own = slot;
-          } else {
-            pendingQuerySeq_ = static_cast<int64_t>(seq);  // answered by recordFingerprint
-          }
-        }
-        if (own) sendFingerprint(*own);
-        break;
-      }
-      case Msg::ProgressQuery: {
-        const auto round = r.get<uint64_t>();
-        ProgressReport report = progress_ ? progress_() : ProgressReport{};
-        FrameWriter w;
-        w.put(static_cast<uint8_t>(Msg::ProgressReply))
-            .put(round)
-            .put(report.lastCompletedSeq)
-            .put(report.currentSeq)
-            .put(report.currentOp);
-        sendTo(peer, w.frame(), Deadline::afterMs(kNoticeDeadlineMs));
-        break;
-      }
-      case Msg::ProgressReply: {
-        const auto round = r.get<uint64_t>();
-        ProgressReport report;
-        report.lastCompletedSeq = r.get<int64_t>();
-        report.currentSeq = r.get<int64_t>();
-        report.currentOp = r.get<uint8_t>();
-        std::lock_guard lock(mutex_);
-        progressReplies_[static_cast<size_t>(peer)] = {round, report};
-        changed_.notify_all();
-        break;
-      }
+      case Msg::Fingerprint: onFingerprint(peer, r); break;
+      case Msg::FingerprintQuery: onFingerprintQuery(peer, r); break;
+      case Msg::ProgressQuery: onProgressQuery(peer, r); break;
+      case Msg::ProgressReply: onProgressReply(peer, r); break;
       default: VIGIL_LOG_AT(LogLevel::Warn, rank_, "unknown control message type ", int(type), " from rank ", peer);
     }
   } catch (const WireFormatError& e) {
     VIGIL_LOG_AT(LogLevel::Warn, rank_, "malformed control message from rank ", peer, ": ", e.what());
   }
+}
+
+void ControlPlane::onFinalizeReady(int peer, WireReader& r) {
+  const auto lastSeq = r.get<int64_t>();
+  std::lock_guard lock(mutex_);
+  finalizeFrom_[static_cast<size_t>(peer)] = 1;
+  PeerState& st = peers_[static_cast<size_t>(peer)];
+  if (st.status == PeerState::Status::Alive) {
+    st.finalizing = true;
+    st.lastSeq = lastSeq;
+    st.since = Clock::now();
+    anyNotAlive_.store(true, std::memory_order_release);
+    pendingPeerChange_ = true;  // an op waiting on it re-checks its peers
+  }
+  changed_.notify_all();
+}
+
+void ControlPlane::onBye(int peer, WireReader& r) {
+  PeerState details;
+  details.byeReason = static_cast<ByeReason>(r.get<uint8_t>());
+  details.lastSeq = r.get<int64_t>();
+  switch (static_cast<ByeCause>(r.get<uint8_t>())) {
+    case ByeCause::None: break;
+    case ByeCause::VigilError: details.byeError = getError(r); break;
+    case ByeCause::ProcessError: details.processError = r.getString(1 << 16); break;
+    default: throw WireFormatError("unknown kind of goodbye cause");
+  }
+  if (!r.done() && peer == (rank_ + nranks_ - 1) % nranks_) {
+    const auto count = r.get<uint32_t>();
+    std::lock_guard lock(mutex_);
+    for (uint32_t i = 0; i < count && i < kFingerprintSlots; ++i) {
+      const auto f = r.get<FrameHeader>();
+      if (f.magic == FrameHeader::kMagic) leftFingerprints_[f.seq % kFingerprintSlots] = f;
+    }
+  }
+  setState(peer, PeerState::Status::Left, &details);
+}
+
+void ControlPlane::onFingerprint(int peer, WireReader& r) {
+  const auto theirs = r.get<FrameHeader>();
+  if (peer != (rank_ + nranks_ - 1) % nranks_ || theirs.magic != FrameHeader::kMagic) return;
+  std::optional<FrameHeader> mine;
+  {
+    std::lock_guard lock(mutex_);
+    leftFingerprints_[theirs.seq % kFingerprintSlots] = theirs;
+    changed_.notify_all();
+    const FrameHeader& own = ownFingerprints_[theirs.seq % kFingerprintSlots];
+    if (own.magic == FrameHeader::kMagic && own.seq == theirs.seq) mine = own;
+  }
+  // If this rank has not reached that seq yet, it compares when it does.
+  if (mine && !mine->sameOp(theirs) && onFingerprintMismatch_) onFingerprintMismatch_(*mine, theirs);
+}
+
+void ControlPlane::onFingerprintQuery(int peer, WireReader& r) {
+  const auto seq = r.get<uint64_t>();
+  if (peer != (rank_ + 1) % nranks_) return;
+  std::optional<FrameHeader> own;
+  {
+    std::lock_guard lock(mutex_);
+    const FrameHeader& slot = ownFingerprints_[seq % kFingerprintSlots];
+    if (slot.magic == FrameHeader::kMagic && slot.seq == seq) {
+      own = slot;
+    } else {
+      pendingQuerySeq_ = static_cast<int64_t>(seq);  // answered by recordFingerprint
+    }
+  }
+  if (own) sendFingerprint(*own);
+}
+
+void ControlPlane::onProgressQuery(int peer, WireReader& r) {
+  const auto round = r.get<uint64_t>();
+  ProgressReport report = progress_ ? progress_() : ProgressReport{};
+  FrameWriter w;
+  w.put(static_cast<uint8_t>(Msg::ProgressReply))
+      .put(round)
+      .put(report.lastCompletedSeq)
+      .put(report.currentSeq)
+      .put(report.currentOp);
+  sendTo(peer, w.frame(), Deadline::afterMs(kNoticeDeadlineMs));
+}
+
+void ControlPlane::onProgressReply(int peer, WireReader& r) {
+  const auto round = r.get<uint64_t>();
+  ProgressReport report;
+  report.lastCompletedSeq = r.get<int64_t>();
+  report.currentSeq = r.get<int64_t>();
+  report.currentOp = r.get<uint8_t>();
+  std::lock_guard lock(mutex_);
+  progressReplies_[static_cast<size_t>(peer)] = {round, report};
+  changed_.notify_all();
 }
 
 void ControlPlane::setState(int peer, PeerState::Status status, const PeerState* details) {

@@ -158,6 +158,14 @@ class ControlPlane {
   void run();
   void onReadable(int peer);
   void onMessage(int peer, const uint8_t* data, size_t size);
+  // One handler per control message that carries more than a flag; each reads its fields
+  // from `r` (a malformed message throws WireFormatError, which onMessage logs).
+  void onFinalizeReady(int peer, WireReader& r);
+  void onBye(int peer, WireReader& r);
+  void onFingerprint(int peer, WireReader& r);
+  void onFingerprintQuery(int peer, WireReader& r);
+  void onProgressQuery(int peer, WireReader& r);
+  void onProgressReply(int peer, WireReader& r);
   void setState(int peer, PeerState::Status status, const PeerState* details);
   void flushSignals();
   void signalWatchers();
