@@ -21,12 +21,12 @@ namespace vigil {
 
 // An error's fields (those of vigilErrorInfo, copied: they outlive the next call).
 struct ErrorFields {
-  std::string id;  // "VG-BOOT-003"; "" for an error without one
+  std::string id{};  // "VG-BOOT-003"; "" for an error without one
   int rank = -1, nranks = -1;
-  std::string commName, op;
+  std::string commName{}, op{};
   int64_t seq = -1;
   int peer = -1;  // the peer rank the error is about
-  std::string cause, remedy;
+  std::string cause{}, remedy{};
 };
 
 class Error : public std::runtime_error {
