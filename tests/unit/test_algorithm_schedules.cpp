@@ -381,5 +381,9 @@ TEST(AlgorithmSchedule, EveryCollectiveHasAStepRow) {
   }
 }
 
+TEST(AlgorithmSchedule, EveryRowHasARunFunction) {
+  for (const algo::AlgoRow& row : algo::algorithmTable()) EXPECT_NE(row.run, nullptr) << row.name;
+}
+
 }  // namespace
 }  // namespace vigil::test
