@@ -125,13 +125,13 @@ VIGIL_API vigilResult_t vigilRootInfoFromString(const char* text, vigilRootInfo*
 VIGIL_API vigilResult_t vigilCommInitRootInfo(int nranks, const vigilRootInfo* info, int rank, vigilComm_t* comm);
 
 typedef struct {
-  size_t size;          /* sizeof(vigilConfig), set by VIGIL_CONFIG_INIT */
-  int timeoutMs;        /* per-op deadline; -1 = from env VIGIL_TIMEOUT_MS (default 600000) */
-  int connectTimeoutMs; /* init deadline; -1 = VIGIL_CONNECT_TIMEOUT_MS (default 120000) */
-  int fingerprint;      /* -1 = env VIGIL_FINGERPRINT (default 1) */
-  int nanCheck;         /* -1 = env VIGIL_NAN_CHECK (default 0) */
-  int bufferGuard;      /* -1 = env VIGIL_BUFFER_GUARD (default 0) */
-  const char* commName; /* NULL = generated; shows in logs and errors */
+  size_t size;             /* sizeof(vigilConfig), set by VIGIL_CONFIG_INIT */
+  int timeoutMs;           /* per-op deadline; -1 = from env VIGIL_TIMEOUT_MS (default 600000) */
+  int connectTimeoutMs;    /* init deadline; -1 = VIGIL_CONNECT_TIMEOUT_MS (default 120000) */
+  int fingerprint;         /* -1 = env VIGIL_FINGERPRINT (default 1) */
+  int nanCheck;            /* -1 = env VIGIL_NAN_CHECK (default 0) */
+  int bufferGuard;         /* -1 = env VIGIL_BUFFER_GUARD (default 0) */
+  const char* commName;    /* NULL = generated; shows in logs and errors */
   const char* timeoutName; /* NULL = "vigilConfig.timeoutMs": how errors name the source of timeoutMs
                               (a binding passes its own, e.g. "the process group's timeout") */
 } vigilConfig;
