@@ -22,4 +22,8 @@ struct Options {
 // Exits with the help text (-h) or a usage error; otherwise returns the options.
 Options parseArgs(int argc, char** argv);
 
+// `vigil-run --dump PID`: checks that PID is a vigil-run, sends it SIGUSR1 and returns the
+// exit code (0, or 1 with the reason on stderr).
+int askForDumps(pid_t pid);
+
 }  // namespace vigil::run

@@ -30,7 +30,6 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
-#include <fstream>
 #include <iterator>
 #include <optional>
 #include <string>
@@ -47,6 +46,7 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 using vigil::DumpNotice;
+using vigil::run::askForDumps;
 using vigil::run::Options;
 using vigil::run::parseArgs;
 
@@ -572,29 +572,6 @@ void raiseFdLimit(int nranks) {
 }
 
 }  // namespace
-
-// `vigil-run --dump PID`: checks that PID is a vigil-run and sends it SIGUSR1.
-int askForDumps(pid_t pid) {
-  std::string comm;
-  std::ifstream(std::string("/proc/") + std::to_string(pid) + "/comm") >> comm;
-  if (comm.empty()) {
-    std::fprintf(stderr, "vigil-run: no process %d\n", pid);
-    return 1;
-  }
-  if (comm != "vigil-run") {
-    std::fprintf(stderr, "vigil-run: process %d is '%s', not a vigil-run; nothing sent\n", pid, comm.c_str());
-    return 1;
-  }
-  if (::kill(pid, SIGUSR1) != 0) {
-    std::fprintf(stderr, "vigil-run: cannot signal process %d: %s\n", pid, std::strerror(errno));
-    return 1;
-  }
-  std::printf(
-      "vigil-run: asked vigil-run (pid %d) for its ranks' flight recorders; it reports each rank's dump on its "
-      "stderr\n",
-      pid);
-  return 0;
-}
 
 int main(int argc, char** argv) {
   Options opt = parseArgs(argc, argv);
