@@ -30,31 +30,21 @@ std::optional<Errc> errcOfId(std::string_view id) {
 
 ErrorBuilder ErrorBuilder::from(const Error& e) {
   ErrorBuilder b(e.errc());
-  b.result_ = e.result();
-  b.rank_ = e.rank();
-  b.nranks_ = e.nranks();
-  b.comm_ = e.comm();
-  b.op_ = e.op();
-  b.seq_ = e.seq();
-  b.peer_ = e.peer();
-  b.cause_ = e.cause();
-  b.remedy_ = e.remedy();
+  b.f_ = e.f_;
   return b;
 }
 
 Error ErrorBuilder::build() const {
-  const ErrcInfo& info = errcInfo(errc_);
+  const ErrcInfo& info = errcInfo(f_.errc);
   Error e;
-  e.errc_ = errc_;
-  e.result_ = result_;
-  e.rank_ = rank_;
-  e.nranks_ = rank_ >= 0 ? nranks_ : -1;
-  e.comm_ = rank_ >= 0 ? comm_ : std::string();  // the text names a comm only with a rank
-  e.op_ = op_;
-  e.seq_ = op_.empty() ? -1 : seq_;
-  e.peer_ = peer_;
-  e.cause_ = withFullStop(cause_.empty() ? std::string_view(info.meaning) : std::string_view(cause_));
-  e.remedy_ = withFullStop(remedy_.empty() ? std::string_view(info.remedy) : std::string_view(remedy_));
+  e.f_ = f_;
+  if (f_.rank < 0) {  // the text names a size and a comm only with a rank
+    e.f_.nranks = -1;
+    e.f_.comm.clear();
+  }
+  if (f_.op.empty()) e.f_.seq = -1;
+  e.f_.cause = withFullStop(f_.cause.empty() ? std::string_view(info.meaning) : std::string_view(f_.cause));
+  e.f_.remedy = withFullStop(f_.remedy.empty() ? std::string_view(info.remedy) : std::string_view(f_.remedy));
   e.text_ = errorText(e.parts());
   return e;
 }

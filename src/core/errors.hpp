@@ -41,21 +41,35 @@ std::optional<Errc> errcOfId(std::string_view id);
 
 class ErrorBuilder;
 
+// The facts of one error, as ErrorBuilder collects them and Error keeps them.
+struct ErrorFacts {
+  Errc errc = Errc::Internal;
+  vigilResult_t result = vigilInternalError;
+  int rank = -1;    // -1: none (e.g. the rendezvous root)
+  int nranks = -1;  // -1: none
+  std::string comm;
+  std::string op;
+  int64_t seq = -1;  // -1: none
+  int peer = -1;     // -1: none
+  std::string cause;
+  std::string remedy;
+};
+
 // Built by ErrorBuilder. Cause and remedy are final: the table's text where
 // the raiser gave none, each ending with a full stop, as the text shows them.
 class Error : public std::exception {
  public:
-  Errc errc() const { return errc_; }
-  const char* id() const { return errcInfo(errc_).id; }
-  vigilResult_t result() const { return result_; }
-  int rank() const { return rank_; }      // -1: none (e.g. the rendezvous root)
-  int nranks() const { return nranks_; }  // -1: none
-  const std::string& comm() const { return comm_; }
-  const std::string& op() const { return op_; }
-  int64_t seq() const { return seq_; }  // -1: none
-  int peer() const { return peer_; }    // -1: none
-  const std::string& cause() const { return cause_; }
-  const std::string& remedy() const { return remedy_; }
+  Errc errc() const { return f_.errc; }
+  const char* id() const { return errcInfo(f_.errc).id; }
+  vigilResult_t result() const { return f_.result; }
+  int rank() const { return f_.rank; }
+  int nranks() const { return f_.nranks; }
+  const std::string& comm() const { return f_.comm; }
+  const std::string& op() const { return f_.op; }
+  int64_t seq() const { return f_.seq; }
+  int peer() const { return f_.peer; }
+  const std::string& cause() const { return f_.cause; }
+  const std::string& remedy() const { return f_.remedy; }
 
   const std::string& text() const { return text_; }
   const char* what() const noexcept override { return text_.c_str(); }
@@ -65,62 +79,56 @@ class Error : public std::exception {
  private:
   friend class ErrorBuilder;
   Error() = default;
-  ErrorTextParts parts() const { return {id(), rank_, nranks_, comm_, op_, seq_, cause_, remedy_}; }
+  ErrorTextParts parts() const { return {id(), f_.rank, f_.nranks, f_.comm, f_.op, f_.seq, f_.cause, f_.remedy}; }
 
-  Errc errc_ = Errc::Internal;
-  vigilResult_t result_ = vigilInternalError;
-  int rank_ = -1;
-  int nranks_ = -1;
-  std::string comm_;
-  std::string op_;
-  int64_t seq_ = -1;
-  int peer_ = -1;
-  std::string cause_;
-  std::string remedy_;
+  ErrorFacts f_;
   std::string text_;
 };
 
 // Fills in the facts of one error; build() or raise() turns them into an Error.
 class ErrorBuilder {
  public:
-  explicit ErrorBuilder(Errc errc) : errc_(errc), result_(errcInfo(errc).result) {}
+  explicit ErrorBuilder(Errc errc) {
+    f_.errc = errc;
+    f_.result = errcInfo(errc).result;
+  }
   // Starts from the fields of an existing error (to add this rank, say).
   static ErrorBuilder from(const Error& e);
 
   ErrorBuilder& rank(int rank, int nranks) {
-    rank_ = rank;
-    nranks_ = nranks;
+    f_.rank = rank;
+    f_.nranks = nranks;
     return *this;
   }
   ErrorBuilder& comm(std::string_view name) {
-    comm_ = name;
+    f_.comm = name;
     return *this;
   }
   ErrorBuilder& op(std::string_view name, int64_t seq = -1) {
-    op_ = name;
-    seq_ = seq;
+    f_.op = name;
+    f_.seq = seq;
     return *this;
   }
   // The peer rank the error is about (one that died, left, failed or sent
   // something unexpected); not part of the text, whose cause names it.
   ErrorBuilder& peer(int rank) {
-    peer_ = rank;
+    f_.peer = rank;
     return *this;
   }
   template <class... Parts>
   ErrorBuilder& cause(const Parts&... parts) {
-    cause_ = cat(parts...);
+    f_.cause = cat(parts...);
     return *this;
   }
   // Replaces the table's generic remedy with a more specific one.
   template <class... Parts>
   ErrorBuilder& remedy(const Parts&... parts) {
-    remedy_ = cat(parts...);
+    f_.remedy = cat(parts...);
     return *this;
   }
   // For errors relayed from a peer, which keep the peer's result code.
   ErrorBuilder& result(vigilResult_t result) {
-    result_ = result;
+    f_.result = result;
     return *this;
   }
 
@@ -128,16 +136,7 @@ class ErrorBuilder {
   [[noreturn]] void raise() const { throw build(); }
 
  private:
-  Errc errc_;
-  vigilResult_t result_;
-  int rank_ = -1;
-  int nranks_ = -1;
-  std::string comm_;
-  std::string op_;
-  int64_t seq_ = -1;
-  int peer_ = -1;
-  std::string cause_;
-  std::string remedy_;
+  ErrorFacts f_;
 };
 
 // "VG-OP-002" etc. for an Errc.
