@@ -9,8 +9,7 @@
 #include <span>
 
 #include "algo/op_desc.hpp"
-#include "transport/data_plane.hpp"
-#include "transport/shm_plane.hpp"
+#include "transport/transport.hpp"
 
 namespace vigil::algo {
 
@@ -27,19 +26,21 @@ class StepRunner {
   virtual uint8_t* scratch(size_t bytes) = 0;
 };
 
-// The shared-memory capability, for the staging algorithms only.
+// The load/store capability (a transport with Capability::LoadStore, such
+// as shm), for the staging algorithms only.
 // Protocol: take a staging buffer (waits until every rank is done reading
 // what it held before), write into it, sync (post the next step and wait
 // for every rank to post it; the first sync of an op also compares the
 // ranks' fingerprints), read the others' buffers, and release the buffer
 // with the last step after which it was read.
-class ShmStepRunner : public StepRunner {
+class LoadStoreRunner : public StepRunner {
  public:
-  // The segment every rank maps; null when the ranks talk over sockets.
-  virtual ShmDataPlane* shmPlane() = 0;
-  virtual int shmTakeBuffer() = 0;
-  virtual uint64_t shmSync() = 0;
-  virtual void shmRelease(int buffer, uint64_t lastReadStep) = 0;
+  // Whether the transport offers it; loadStoreDomain() only then.
+  virtual bool hasLoadStore() = 0;
+  virtual LoadStoreDomain& loadStoreDomain() = 0;
+  virtual int takeStagingBuffer() = 0;
+  virtual uint64_t syncStep() = 0;
+  virtual void releaseStagingBuffer(int buffer, uint64_t lastReadStep) = 0;
 };
 
 // The multi-host capability: the communicator runs the op over its per-host
@@ -53,7 +54,7 @@ class HierarchicalRunner {
 // The capabilities of `r`, asked for by the rows that need them. A runner
 // without one throws VG-INT-001: the table selected a row this runner
 // cannot run, which is a bug and never a reason to fall back silently.
-ShmStepRunner& requireShm(StepRunner& r);
+LoadStoreRunner& requireLoadStore(StepRunner& r);
 HierarchicalRunner& requireHierarchy(StepRunner& r);
 
 // Splits `count` elements into `parts` nearly equal contiguous blocks.
@@ -67,6 +68,10 @@ struct Blocks {
   }
   size_t size(int i) const { return begin(i + 1) - begin(i); }
 };
+
+// Up to this size a load/store allreduce is one step: each rank reduces the
+// whole vector from everyone's buffer (latency beats the redundant arithmetic).
+constexpr size_t kSmallAllReduceBytes = 16u << 10;
 
 // Ring steps over sockets move large blocks in pieces of this size.
 constexpr size_t kPipelineBytes = 512u << 10;

@@ -7,7 +7,7 @@
 #include <vector>
 
 #include "core/op_kind.hpp"
-#include "transport/data_plane.hpp"
+#include "transport/transport.hpp"
 #include "vigil/vigil.h"
 
 namespace vigil {

@@ -34,7 +34,7 @@ void copy(void* dst, const void* src, size_t bytes) {
 
 // Collectives over n blocks (reduce-scatter, all-to-all, scatter) stage the
 // same range of every block: a chunk is n sub-blocks of this many elements.
-size_t subBlockChunk(const ShmDataPlane& p, size_t elem, int n) {
+size_t subBlockChunk(const LoadStoreDomain& p, size_t elem, int n) {
   return std::max<size_t>(1, p.stagingBytes() / elem / static_cast<size_t>(n));
 }
 
@@ -50,8 +50,8 @@ void stageSubBlocks(uint8_t* staged, const uint8_t* in, int n, int skip, size_t 
 
 // Allreduce (root < 0: every rank gets the result) and reduce (only `root`
 // does) share one schedule; only the copying out differs.
-void reduceToShm(ShmStepRunner& r, const OpDesc& desc, int root) {
-  ShmDataPlane& p = *r.shmPlane();
+void reduceToShm(LoadStoreRunner& r, const OpDesc& desc, int root) {
+  LoadStoreDomain& p = r.loadStoreDomain();
   const size_t count = desc.count;
   const vigilDataType_t dtype = desc.dtype;
   const vigilRedOp_t op = desc.redop;
@@ -61,20 +61,20 @@ void reduceToShm(ShmStepRunner& r, const OpDesc& desc, int root) {
   const auto* in = static_cast<const uint8_t*>(desc.send);
   auto* out = static_cast<uint8_t*>(desc.recv);
 
-  if (count * elem <= std::min(shm::kSmallAllReduceBytes, p.stagingBytes())) {
+  if (count * elem <= std::min(kSmallAllReduceBytes, p.stagingBytes())) {
     if (count == 0) return;
     // A few bytes ride in the step line itself; more in the staging buffer.
-    const bool inLine = count * elem <= shm::kInlineBytes;
+    const bool inLine = count * elem <= p.inlineBytes();
     auto buffer = [&](int q, int b) { return inLine ? p.inlineData(q, b) : p.staging(q, b); };
-    const int b = r.shmTakeBuffer();
+    const int b = r.takeStagingBuffer();
     copy(buffer(me, b), in, count * elem);
-    const uint64_t s = r.shmSync();
+    const uint64_t s = r.syncStep();
     if (receives) {
       reduceRanks(
           out, [&](int q) { return buffer(q, b); }, n, count, dtype, op);
       if (op == vigilAvg) reduce::divideInPlace(out, count, dtype, n);
     }
-    r.shmRelease(b, s);
+    r.releaseStagingBuffer(b, s);
     return;
   }
 
@@ -85,41 +85,41 @@ void reduceToShm(ShmStepRunner& r, const OpDesc& desc, int root) {
   for (size_t off = 0; off < count; off += chunk) {
     const Blocks slice{std::min(chunk, count - off), n};
     const uint8_t* src = in + off * elem;
-    const int b = r.shmTakeBuffer();
+    const int b = r.takeStagingBuffer();
     uint8_t* mine = p.staging(me, b);
     // The others need my input's other slices; my own slice I read from the input.
     copy(mine, src, slice.begin(me) * elem);
     copy(mine + slice.begin(me + 1) * elem, src + slice.begin(me + 1) * elem,
          (slice.count - slice.begin(me + 1)) * elem);
-    r.shmSync();
+    r.syncStep();
     const size_t at = slice.begin(me) * elem;
     uint8_t* reduced = mine + at;
     reduceRanks(
         reduced, [&](int q) { return q == me ? src + at : p.staging(q, b) + at; }, n, slice.size(me), dtype, op);
     if (op == vigilAvg) reduce::divideInPlace(reduced, slice.size(me), dtype, n);
-    const uint64_t s = r.shmSync();
+    const uint64_t s = r.syncStep();
     if (receives) {
       for (int q = 0; q < n; ++q) {
         copy(out + (off + slice.begin(q)) * elem, p.staging(q, b) + slice.begin(q) * elem, slice.size(q) * elem);
       }
     }
-    r.shmRelease(b, s);
+    r.releaseStagingBuffer(b, s);
   }
 }
 
 }  // namespace
 
 void allReduceShm(StepRunner& r, const OpDesc& op) {
-  reduceToShm(requireShm(r), op, -1);
+  reduceToShm(requireLoadStore(r), op, -1);
 }
 
 void reduceShm(StepRunner& r, const OpDesc& op) {
-  reduceToShm(requireShm(r), op, op.root);
+  reduceToShm(requireLoadStore(r), op, op.root);
 }
 
 void gatherShm(StepRunner& runner, const OpDesc& desc) {
-  ShmStepRunner& r = requireShm(runner);
-  ShmDataPlane& p = *r.shmPlane();
+  LoadStoreRunner& r = requireLoadStore(runner);
+  LoadStoreDomain& p = r.loadStoreDomain();
   const size_t sendcount = desc.count;
   const vigilDataType_t dtype = desc.dtype;
   const int root = desc.root;
@@ -130,21 +130,21 @@ void gatherShm(StepRunner& runner, const OpDesc& desc) {
   if (me == root) copy(out + static_cast<size_t>(me) * bytes, in, bytes);
   for (size_t off = 0; off < bytes; off += p.stagingBytes()) {
     const size_t c = std::min(p.stagingBytes(), bytes - off);
-    const int b = r.shmTakeBuffer();
+    const int b = r.takeStagingBuffer();
     if (me != root) copy(p.staging(me, b), in + off, c);
-    const uint64_t s = r.shmSync();
+    const uint64_t s = r.syncStep();
     if (me == root) {
       for (int q = 0; q < n; ++q) {
         if (q != root) copy(out + static_cast<size_t>(q) * bytes + off, p.staging(q, b), c);
       }
     }
-    r.shmRelease(b, s);
+    r.releaseStagingBuffer(b, s);
   }
 }
 
 void scatterShm(StepRunner& runner, const OpDesc& desc) {
-  ShmStepRunner& r = requireShm(runner);
-  ShmDataPlane& p = *r.shmPlane();
+  LoadStoreRunner& r = requireLoadStore(runner);
+  LoadStoreDomain& p = r.loadStoreDomain();
   const size_t recvcount = desc.count;
   const vigilDataType_t dtype = desc.dtype;
   const int root = desc.root;
@@ -156,18 +156,18 @@ void scatterShm(StepRunner& runner, const OpDesc& desc) {
   const size_t chunk = subBlockChunk(p, elem, n);
   for (size_t off = 0; off < recvcount; off += chunk) {
     const size_t c = std::min(chunk, recvcount - off);
-    const int b = r.shmTakeBuffer();
+    const int b = r.takeStagingBuffer();
     uint8_t* staged = p.staging(root, b);
     if (me == root) stageSubBlocks(staged, in, n, root, recvcount, off, c, elem);
-    const uint64_t s = r.shmSync();
+    const uint64_t s = r.syncStep();
     if (me != root) copy(out + off * elem, staged + static_cast<size_t>(me) * c * elem, c * elem);
-    r.shmRelease(b, s);
+    r.releaseStagingBuffer(b, s);
   }
 }
 
 void broadcastShm(StepRunner& runner, const OpDesc& desc) {
-  ShmStepRunner& r = requireShm(runner);
-  ShmDataPlane& p = *r.shmPlane();
+  LoadStoreRunner& r = requireLoadStore(runner);
+  LoadStoreDomain& p = r.loadStoreDomain();
   const size_t count = desc.count;
   const vigilDataType_t dtype = desc.dtype;
   const int root = desc.root;
@@ -176,21 +176,21 @@ void broadcastShm(StepRunner& runner, const OpDesc& desc) {
   const auto* in = static_cast<const uint8_t*>(desc.send);
   auto* out = static_cast<uint8_t*>(desc.recv);
   if (me == root) copy(out, in, bytes);
-  const bool inLine = bytes <= shm::kInlineBytes;  // then it rides in the root's step line
+  const bool inLine = bytes <= p.inlineBytes();  // then it rides in the root's step line
   for (size_t off = 0; off < bytes; off += p.stagingBytes()) {
     const size_t c = std::min(p.stagingBytes(), bytes - off);
-    const int b = r.shmTakeBuffer();
+    const int b = r.takeStagingBuffer();
     uint8_t* staged = inLine ? p.inlineData(root, b) : p.staging(root, b);
     if (me == root) copy(staged, in + off, c);
-    const uint64_t s = r.shmSync();
+    const uint64_t s = r.syncStep();
     if (me != root) copy(out + off, staged, c);
-    r.shmRelease(b, s);
+    r.releaseStagingBuffer(b, s);
   }
 }
 
 void allGatherShm(StepRunner& runner, const OpDesc& desc) {
-  ShmStepRunner& r = requireShm(runner);
-  ShmDataPlane& p = *r.shmPlane();
+  LoadStoreRunner& r = requireLoadStore(runner);
+  LoadStoreDomain& p = r.loadStoreDomain();
   const size_t sendcount = desc.count;
   const vigilDataType_t dtype = desc.dtype;
   const int n = r.nranks(), me = r.rank();
@@ -200,19 +200,19 @@ void allGatherShm(StepRunner& runner, const OpDesc& desc) {
   copy(out + static_cast<size_t>(me) * bytes, in, bytes);
   for (size_t off = 0; off < bytes; off += p.stagingBytes()) {
     const size_t c = std::min(p.stagingBytes(), bytes - off);
-    const int b = r.shmTakeBuffer();
+    const int b = r.takeStagingBuffer();
     copy(p.staging(me, b), in + off, c);
-    const uint64_t s = r.shmSync();
+    const uint64_t s = r.syncStep();
     for (int q = 0; q < n; ++q) {
       if (q != me) copy(out + static_cast<size_t>(q) * bytes + off, p.staging(q, b), c);
     }
-    r.shmRelease(b, s);
+    r.releaseStagingBuffer(b, s);
   }
 }
 
 void reduceScatterShm(StepRunner& runner, const OpDesc& desc) {
-  ShmStepRunner& r = requireShm(runner);
-  ShmDataPlane& p = *r.shmPlane();
+  LoadStoreRunner& r = requireLoadStore(runner);
+  LoadStoreDomain& p = r.loadStoreDomain();
   const size_t recvcount = desc.count;
   const vigilDataType_t dtype = desc.dtype;
   const vigilRedOp_t op = desc.redop;
@@ -223,10 +223,10 @@ void reduceScatterShm(StepRunner& runner, const OpDesc& desc) {
   const size_t chunk = subBlockChunk(p, elem, n);
   for (size_t off = 0; off < recvcount; off += chunk) {
     const size_t c = std::min(chunk, recvcount - off);
-    const int b = r.shmTakeBuffer();
+    const int b = r.takeStagingBuffer();
     uint8_t* mine = p.staging(me, b);
     stageSubBlocks(mine, in, n, me, recvcount, off, c, elem);
-    const uint64_t s = r.shmSync();
+    const uint64_t s = r.syncStep();
     uint8_t* reduced = mine + static_cast<size_t>(me) * c * elem;  // my own sub-block's slot is free
     const uint8_t* own = in + (static_cast<size_t>(me) * recvcount + off) * elem;
     reduceRanks(
@@ -234,13 +234,13 @@ void reduceScatterShm(StepRunner& runner, const OpDesc& desc) {
         dtype, op);
     if (op == vigilAvg) reduce::divideInPlace(reduced, c, dtype, n);
     copy(out + off * elem, reduced, c * elem);
-    r.shmRelease(b, s);
+    r.releaseStagingBuffer(b, s);
   }
 }
 
 void allToAllShm(StepRunner& runner, const OpDesc& desc) {
-  ShmStepRunner& r = requireShm(runner);
-  ShmDataPlane& p = *r.shmPlane();
+  LoadStoreRunner& r = requireLoadStore(runner);
+  LoadStoreDomain& p = r.loadStoreDomain();
   const size_t count = desc.count;
   const vigilDataType_t dtype = desc.dtype;
   const int n = r.nranks(), me = r.rank();
@@ -252,20 +252,20 @@ void allToAllShm(StepRunner& runner, const OpDesc& desc) {
   copy(out + self, in + self, count * elem);
   for (size_t off = 0; off < count; off += chunk) {
     const size_t c = std::min(chunk, count - off);
-    const int b = r.shmTakeBuffer();
+    const int b = r.takeStagingBuffer();
     stageSubBlocks(p.staging(me, b), in, n, me, count, off, c, elem);
-    const uint64_t s = r.shmSync();
+    const uint64_t s = r.syncStep();
     for (int q = 0; q < n; ++q) {
       if (q != me) {
         copy(out + (q * count + off) * elem, p.staging(q, b) + static_cast<size_t>(me) * c * elem, c * elem);
       }
     }
-    r.shmRelease(b, s);
+    r.releaseStagingBuffer(b, s);
   }
 }
 
 void barrierShm(StepRunner& r, const OpDesc& /*op*/) {
-  requireShm(r).shmSync();
+  requireLoadStore(r).syncStep();
 }
 
 }  // namespace vigil::algo

@@ -13,10 +13,10 @@ namespace {
 
 }  // namespace
 
-ShmStepRunner& requireShm(StepRunner& r) {
-  auto* shm = dynamic_cast<ShmStepRunner*>(&r);
-  if (shm == nullptr || shm->shmPlane() == nullptr) missingCapability("shared memory");
-  return *shm;
+LoadStoreRunner& requireLoadStore(StepRunner& r) {
+  auto* loadStore = dynamic_cast<LoadStoreRunner*>(&r);
+  if (loadStore == nullptr || !loadStore->hasLoadStore()) missingCapability("load/store access to the peers' memory");
+  return *loadStore;
 }
 
 HierarchicalRunner& requireHierarchy(StepRunner& r) {

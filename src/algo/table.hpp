@@ -20,14 +20,14 @@ enum class Algo : uint8_t { None = 0 };
 
 // What a row needs from the ranks' topology and from the step runner.
 enum class Needs : uint8_t {
-  Steps,         // point-to-point steps: any transport
-  SharedMemory,  // every rank maps one segment (ShmStepRunner)
-  Hierarchy,     // ranks on several hosts, several on one (HierarchicalRunner)
+  Steps,      // point-to-point steps: any transport
+  LoadStore,  // the transport's load/store capability (LoadStoreRunner)
+  Hierarchy,  // ranks on several hosts, several on one (HierarchicalRunner)
 };
 
 struct Topology {
   int nranks = 1;
-  bool shm = false;           // every rank reaches the others through one shared segment
+  bool loadStore = false;     // the transport has Capability::LoadStore
   bool hierarchical = false;  // ranks on several hosts, several on one: per-host and leader communicators exist
 };
 
@@ -50,7 +50,7 @@ struct AlgoRow {
   bool applies(const Topology& topo) const {
     switch (needs) {
       case Needs::Steps: return true;
-      case Needs::SharedMemory: return topo.shm;
+      case Needs::LoadStore: return topo.loadStore;
       case Needs::Hierarchy: return topo.hierarchical;
     }
     return false;

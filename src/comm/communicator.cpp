@@ -126,7 +126,7 @@ void Communicator::runCollective(const OpDesc& op) {
   const algo::AlgoRow& algorithm = *algo::selectAlgo(op.kind, opBytes(op), topology_, algoOverrides_);
   op_.header.algo = static_cast<uint16_t>(algorithm.id);
   if (nranks_ > 1) control_.recordFingerprint(op_.header);
-  if (algorithm.needs == algo::Needs::SharedMemory) data_->shm()->publishFingerprint(op_.header);
+  if (algorithm.needs == algo::Needs::LoadStore) loadStore_->publishFingerprint(op_.header);
   VIGIL_LOG_AT(LogLevel::Trace, rank_, op_.label, " seq ", seq, " count ", op.count, " ", dtypeName(op.dtype));
 
   algorithm.run(*this, op);
@@ -149,19 +149,19 @@ size_t Communicator::opBytes(const OpDesc& op) const {
   }
 }
 
-int Communicator::shmTakeBuffer() {
-  ShmDataPlane& p = *data_->shm();
+int Communicator::takeStagingBuffer() {
+  LoadStoreDomain& p = *loadStore_;
   const int b = p.takeBuffer();
   // Wait until every rank is done with what this buffer held last.
-  if (const uint64_t free = p.freeAt(b); free > 0) shmWait(free);
+  if (const uint64_t free = p.freeAt(b); free > 0) waitForStep(free);
   return b;
 }
 
-uint64_t Communicator::shmSync() {
-  ShmDataPlane& p = *data_->shm();
+uint64_t Communicator::syncStep() {
+  LoadStoreDomain& p = *loadStore_;
   const uint64_t step = p.nextStep();
   p.post(step);
-  shmWait(step);
+  waitForStep(step);
   if (!op_.shmChecked) {
     // Every rank wrote its fingerprint before its first post of the op.
     op_.shmChecked = true;
@@ -178,7 +178,7 @@ uint64_t Communicator::shmSync() {
     // message sent before this collective and still unread would be lost
     // silently (over sockets this op would read it and see a mismatch).
     for (int q : allPeers_) {
-      std::optional<FrameHeader> waiting = p.unreceived(q);
+      std::optional<FrameHeader> waiting = transport_->unreceived(q);
       // Collective frames there belong to this op or a later one (a peer
       // that finished this one's shared-memory part may be ahead).
       if (waiting && waiting->kind == static_cast<uint8_t>(FrameKind::PointToPoint) &&
@@ -190,13 +190,13 @@ uint64_t Communicator::shmSync() {
   return step;
 }
 
-void Communicator::shmRelease(int buffer, uint64_t lastReadStep) {
+void Communicator::releaseStagingBuffer(int buffer, uint64_t lastReadStep) {
   // Each rank reads a buffer before it posts its next step.
-  data_->shm()->setFreeAt(buffer, lastReadStep + 1);
+  loadStore_->setFreeAt(buffer, lastReadStep + 1);
 }
 
-void Communicator::shmWait(uint64_t step) {
-  ExchangeFault fault = data_->shm()->waitAll(step, op_.deadline, *this);
+void Communicator::waitForStep(uint64_t step) {
+  ExchangeFault fault = loadStore_->waitAll(step, op_.deadline, *this);
   if (fault.kind != ExchangeFault::Kind::None) failOp(fault);
 }
 
@@ -237,7 +237,7 @@ void Communicator::exchange(std::span<const Transfer> transfers) {
 }
 
 void Communicator::exchange(std::span<const Transfer> transfers, ExchangeWork* work) {
-  ExchangeFault fault = data_->exchange(transfers, op_.header, config_.fingerprint, op_.deadline, *this, work);
+  ExchangeFault fault = transport_->exchange(transfers, op_.header, config_.fingerprint, op_.deadline, *this, work);
   if (fault.kind != ExchangeFault::Kind::None) failOp(fault);
   const int left = algo::mod(rank_ - 1, nranks_);
   for (const Transfer& t : transfers) op_.heardFromLeft |= !t.isSend && t.peer == left;
@@ -424,7 +424,7 @@ void Communicator::finalize() {
   // Everyone is done: every send has completed, so a message still waiting
   // here was sent to a receive that never came.
   for (int p : allPeers_) {
-    std::optional<FrameHeader> waiting = data_->unreceived(p);
+    std::optional<FrameHeader> waiting = transport_->unreceived(p);
     if (!waiting || waiting->magic != FrameHeader::kMagic) continue;
     Error e =
         error(Errc::OpUnreceived)

@@ -26,7 +26,7 @@
 #include "control/control_plane.hpp"
 #include "core/config.hpp"
 #include "core/errors.hpp"
-#include "transport/data_plane.hpp"
+#include "transport/transport.hpp"
 
 namespace vigil {
 
@@ -38,9 +38,9 @@ struct InitOverrides {
 };
 
 // The algorithms reach the shared-memory and hierarchical capabilities
-// through algo::requireShm / requireHierarchy (a checked cast, hence the
+// through algo::requireLoadStore / requireHierarchy (a checked cast, hence the
 // public bases); their methods stay private.
-class Communicator : public algo::ShmStepRunner, public algo::HierarchicalRunner, private LivenessWatch {
+class Communicator : public algo::LoadStoreRunner, public algo::HierarchicalRunner, private LivenessWatch {
  public:
   // Collective: rendezvous, connections, handshake. Throws Error.
   static std::shared_ptr<Communicator> create(int nranks, const RootInfo& root, int rank, const CommConfig& config,
@@ -97,13 +97,13 @@ class Communicator : public algo::ShmStepRunner, public algo::HierarchicalRunner
   void checkUsable() const;
 
   ErrorBuilder error(Errc errc) const { return ErrorBuilder(errc).rank(rank_, nranks_).comm(name_); }
-  // The data path ("shm" or "tcp") and the algorithm of the last collective.
-  const char* transportName() const { return data_->name(); }
+  // The transport ("shm" or "tcp") and the algorithm of the last collective.
+  const char* transportName() const { return transport_->name(); }
   algo::Algo lastAlgo() const { return static_cast<algo::Algo>(op_.header.algo); }
 
  private:
   Communicator(int rank, int nranks, CommConfig config, std::string name, const JobToken& token,
-               std::vector<PeerInfo> peers, std::vector<Fd> controlFds, std::unique_ptr<DataPath> data);
+               std::vector<PeerInfo> peers, std::vector<Fd> controlFds, std::unique_ptr<Transport> transport);
   // After the connections: the data path, the control handshake (init
   // succeeds on every rank or on none), the control thread.
   // split() with a name suffix (empty: "<n>.<color>") and a per-op timeout.
@@ -118,14 +118,15 @@ class Communicator : public algo::ShmStepRunner, public algo::HierarchicalRunner
                                                 std::vector<PeerInfo> peers, const JobToken& token, Mesh mesh,
                                                 Deadline deadline);
 
-  // ShmStepRunner
+  // LoadStoreRunner
   void exchange(std::span<const Transfer> transfers) override;
   uint8_t* scratch(size_t bytes) override;
-  ShmDataPlane* shmPlane() override { return data_->shm(); }
-  int shmTakeBuffer() override;
-  uint64_t shmSync() override;
-  void shmRelease(int buffer, uint64_t lastReadStep) override;
-  void shmWait(uint64_t step);
+  bool hasLoadStore() override { return loadStore_ != nullptr; }
+  LoadStoreDomain& loadStoreDomain() override { return *loadStore_; }
+  int takeStagingBuffer() override;
+  uint64_t syncStep() override;
+  void releaseStagingBuffer(int buffer, uint64_t lastReadStep) override;
+  void waitForStep(uint64_t step);
   // LivenessWatch
   int fatalFd() const override { return control_.fatalFd(); }
   int peerChangeFd() const override { return op_.watchPeers ? control_.peerChangeFd() : -1; }
@@ -201,7 +202,8 @@ class Communicator : public algo::ShmStepRunner, public algo::HierarchicalRunner
   std::string abortReason_;  // abort()'s `why` (guarded by errorMutex_), set just after state_ becomes Aborted
   std::string abortReason() const;
   ControlPlane control_;
-  std::unique_ptr<DataPath> data_;
+  std::unique_ptr<Transport> transport_;
+  LoadStoreDomain* const loadStore_;  // the transport's load/store capability, or null
 
   std::mutex opMutex_;  // serialises operations (never held by abort)
   // The operation in progress (guarded by opMutex_): made afresh by beginOp for each

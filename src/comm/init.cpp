@@ -6,42 +6,9 @@
 #include "comm/communicator.hpp"
 #include "comm/registry.hpp"
 #include "core/log.hpp"
-#include "transport/shm_plane.hpp"
+#include "transport/transport.hpp"
 
 namespace vigil {
-
-namespace {
-
-// Shared memory when every rank is on this host (VIGIL_TRANSPORT=auto or
-// shm), else sockets (returns null). Multi-host jobs run on sockets.
-std::unique_ptr<DataPath> chooseDataPath(int rank, int nranks, const CommConfig& config,
-                                         const std::vector<PeerInfo>& peers, const JobToken& token,
-                                         std::span<const Fd> dataFds, Deadline deadline) {
-  if (nranks == 1 || config.transport == TransportKind::Tcp) return nullptr;
-  std::vector<int> elsewhere;
-  for (int p = 0; p < nranks; ++p) {
-    if (peers[static_cast<size_t>(p)].hostId != peers[static_cast<size_t>(rank)].hostId) elsewhere.push_back(p);
-  }
-  if (!elsewhere.empty()) {
-    if (config.transport == TransportKind::Shm) {
-      ErrorBuilder(Errc::NetShmUnavailable)
-          .rank(rank, nranks)
-          .op("init")
-          .cause("VIGIL_TRANSPORT=shm, but rank(s) ", joinRanks(elsewhere), " run on another host than rank ", rank,
-                 " (", peers[static_cast<size_t>(rank)].hostname, ")")
-          .raise();
-    }
-    return nullptr;
-  }
-  // A name no other communicator uses: the job token and rank 0's pid.
-  std::string unique;
-  static constexpr char kHex[] = "0123456789abcdef";
-  for (uint8_t b : token) unique += {kHex[b >> 4], kHex[b & 15]};
-  unique += cat("-", peers[0].pid);
-  return establishShm(rank, nranks, unique, dataFds, deadline);
-}
-
-}  // namespace
 
 std::shared_ptr<Communicator> Communicator::create(int nranks, const RootInfo& root, int rank, const CommConfig& config,
                                                    const InitOverrides& overrides) {
@@ -90,12 +57,13 @@ std::shared_ptr<Communicator> Communicator::create(int nranks, const RootInfo& r
 std::shared_ptr<Communicator> Communicator::assemble(int rank, int nranks, const CommConfig& config, std::string name,
                                                      std::vector<PeerInfo> peers, const JobToken& token, Mesh mesh,
                                                      Deadline deadline) {
-  std::unique_ptr<DataPath> data = chooseDataPath(rank, nranks, config, peers, token, mesh.data, deadline);
-  if (!data) data = std::make_unique<SocketDataPlane>(std::move(mesh.data));
-  ShmDataPlane* shm = data->shm();
+  TransportSetup setup{
+      .rank = rank, .nranks = nranks, .peers = peers, .token = token, .dataFds = mesh.data, .deadline = deadline};
+  std::unique_ptr<Transport> transport = connectTransport(config.transport, setup);
+  Transport* const wake = transport.get();
 
   std::shared_ptr<Communicator> comm(new Communicator(rank, nranks, config, std::move(name), token, std::move(peers),
-                                                      std::move(mesh.control), std::move(data)));
+                                                      std::move(mesh.control), std::move(transport)));
   std::vector<int> silent = comm->control_.handshake(deadline);
   if (!silent.empty()) {
     comm->destroy(ByeReason::Abort);
@@ -110,7 +78,7 @@ std::shared_ptr<Communicator> Communicator::assemble(int rank, int nranks, const
   comm->control_.setFingerprintMismatchHandler(
       [self](const FrameHeader& mine, const FrameHeader& theirs) { self->onNeighbourMismatch(mine, theirs); });
   comm->control_.setProgressProvider([self] { return self->progress(); });
-  if (shm != nullptr) comm->control_.setWakeHook([shm] { shm->wake(); });
+  comm->control_.setWakeHook([wake] { wake->wakeWaiters(); });
   comm->control_.start();
   registerCommunicator(comm);
   comm->buildHierarchy();
@@ -118,7 +86,8 @@ std::shared_ptr<Communicator> Communicator::assemble(int rank, int nranks, const
 }
 
 Communicator::Communicator(int rank, int nranks, CommConfig config, std::string name, const JobToken& token,
-                           std::vector<PeerInfo> peers, std::vector<Fd> controlFds, std::unique_ptr<DataPath> data)
+                           std::vector<PeerInfo> peers, std::vector<Fd> controlFds,
+                           std::unique_ptr<Transport> transport)
     : rank_(rank),
       nranks_(nranks),
       config_(std::move(config)),
@@ -126,7 +95,8 @@ Communicator::Communicator(int rank, int nranks, CommConfig config, std::string 
       token_(token),
       peers_(std::move(peers)),
       control_(rank, nranks, std::move(controlFds)),
-      data_(std::move(data)),
+      transport_(std::move(transport)),
+      loadStore_(transport_->loadStore()),
       sendSeq_(static_cast<size_t>(nranks)),
       recvSeq_(static_cast<size_t>(nranks)),
       allPeers_([&] {
@@ -139,7 +109,7 @@ Communicator::Communicator(int rank, int nranks, CommConfig config, std::string 
       algoOverrides_(algo::AlgoOverrides::parse(config_.algoText)),
       recorder_(static_cast<size_t>(processConfig().flightRecorder)),
       dumpDir_(processConfig().dumpDir) {
-  topology_ = algo::Topology{nranks_, data_->shm() != nullptr};
+  topology_ = algo::Topology{.nranks = nranks_, .loadStore = loadStore_ != nullptr};
 }
 
 Communicator::~Communicator() {

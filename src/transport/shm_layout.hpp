@@ -30,9 +30,6 @@ constexpr uint64_t kSegmentMagic = 0x5649474c53484d31ULL;  // "VIGLSHM1"
 // reduced. The size up to 16 ranks (more ranks get smaller buffers); tests
 // size messages around it.
 constexpr size_t kStagingBytes = 512u << 10;
-// Up to this size an allreduce is one step: each rank reduces the whole
-// vector from everyone's buffer (latency beats the redundant arithmetic).
-constexpr size_t kSmallAllReduceBytes = 16u << 10;
 
 // An event count: waiters read seq, re-check their condition, then sleep on
 // seq unless it moved. Notifiers move seq after publishing and make the

@@ -17,7 +17,7 @@
 #include "core/errors.hpp"
 #include "core/strcat.hpp"
 #include "net/socket.hpp"
-#include "transport/shm_plane.hpp"
+#include "transport/shm_transport.hpp"
 
 namespace vigil {
 
@@ -69,7 +69,7 @@ class Unlinker {
 
 }  // namespace
 
-std::unique_ptr<ShmDataPlane> establishShm(int rank, int nranks, const std::string& uniqueName,
+std::unique_ptr<ShmTransport> establishShm(int rank, int nranks, const std::string& uniqueName,
                                            std::span<const Fd> dataFds, Deadline deadline) {
   auto fail = [&](const std::string& cause) {
     ErrorBuilder(Errc::NetShmUnavailable).rank(rank, nranks).op("init").cause(cause).raise();
@@ -122,7 +122,7 @@ std::unique_ptr<ShmDataPlane> establishShm(int rank, int nranks, const std::stri
     if (!refused.empty()) {
       fail(cat("rank(s) ", joinRanks(refused), " could not map the segment ", name, " (see their errors)"));
     }
-    return std::make_unique<ShmDataPlane>(rank, g, std::move(mapping));
+    return std::make_unique<ShmTransport>(rank, g, std::move(mapping));
   }
 
   if (recvByte(0) != kCreated) fail("rank 0 could not create the shared-memory segment (see its error)");
@@ -151,7 +151,7 @@ std::unique_ptr<ShmDataPlane> establishShm(int rank, int nranks, const std::stri
   sendByte(0, problem.empty() ? kMapped : kFailed);
   if (!problem.empty()) fail(problem);
   if (recvByte(0) != kOk) fail("another rank could not map the shared-memory segment (see its error)");
-  return std::make_unique<ShmDataPlane>(rank, g, std::move(mapping));
+  return std::make_unique<ShmTransport>(rank, g, std::move(mapping));
 }
 
 }  // namespace vigil

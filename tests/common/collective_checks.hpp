@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "algo/algo.hpp"
 #include "common/typed_values.hpp"
 #include "core/dtype.hpp"
 #include "reduce/reduce.hpp"
@@ -314,7 +315,7 @@ inline void checkPointToPointRingAndGroupedBatch(int rank, int n, vigilComm_t co
 inline void checkChunkBoundaries(int rank, int n, vigilComm_t comm, Report& report) {
   const vigilDataType_t t = vigilFloat32;
   const size_t staged = shm::kStagingBytes / 4, perBlock = staged / static_cast<size_t>(n);
-  const size_t small = shm::kSmallAllReduceBytes / 4, chunk = perBlock * static_cast<size_t>(n);
+  const size_t small = algo::kSmallAllReduceBytes / 4, chunk = perBlock * static_cast<size_t>(n);
   for (size_t count : {small - 1, small, small + 1, chunk - 1, chunk + 1, 2 * chunk + 5}) {
     std::vector<uint8_t> in = input(t, vigilSum, rank, count), out = bytesOf(t, count);
     report.ok(vigilAllReduce(in.data(), out.data(), count, t, vigilSum, comm, nullptr), comm,

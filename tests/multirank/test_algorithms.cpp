@@ -148,7 +148,7 @@ std::vector<Case> allCases() {
   for (TransportKind tr : {TransportKind::Tcp, TransportKind::Shm}) {
     for (const algo::AlgoRow& row : algo::algorithmTable()) {
       if (row.kind == OpKind::AllToAllV) continue;
-      if (row.applies(algo::Topology{2, tr == TransportKind::Shm})) out.push_back({&row, tr});
+      if (row.applies(algo::Topology{.nranks = 2, .loadStore = tr == TransportKind::Shm})) out.push_back({&row, tr});
     }
   }
   return out;

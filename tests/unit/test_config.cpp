@@ -158,13 +158,13 @@ TEST(EnvConfig, AlgoForcesTheNamedCollectivesOrEveryOneThatHasTheAlgorithm) {
   EXPECT_EQ(algo::selectAlgo(OpKind::AllReduce, 1 << 20, tcp, named)->id, rd);
   EXPECT_EQ(algo::selectAlgo(OpKind::AllReduce, 1 << 20, tcp, {})->id, ring);
   EXPECT_EQ(algo::selectAlgo(OpKind::AllReduce, 8, tcp, {})->id, rd);
-  EXPECT_EQ(algo::selectAlgo(OpKind::AllReduce, 8, algo::Topology{4, true}, {})->id, shm);
+  EXPECT_EQ(algo::selectAlgo(OpKind::AllReduce, 8, algo::Topology{.nranks = 4, .loadStore = true}, {})->id, shm);
   // Bruck's all-to-all: small messages among 8 or more ranks over sockets, or when named.
   const algo::Topology tcp8{8, false};
   EXPECT_STREQ(algo::selectAlgo(OpKind::AllToAll, 64, tcp, {})->name, "direct");
   EXPECT_STREQ(algo::selectAlgo(OpKind::AllToAll, 2048, tcp8, {})->name, "bruck");
   EXPECT_STREQ(algo::selectAlgo(OpKind::AllToAll, 2049, tcp8, {})->name, "direct");
-  EXPECT_STREQ(algo::selectAlgo(OpKind::AllToAll, 64, algo::Topology{8, true}, {})->name, "shm");
+  EXPECT_STREQ(algo::selectAlgo(OpKind::AllToAll, 64, algo::Topology{.nranks = 8, .loadStore = true}, {})->name, "shm");
   EXPECT_STREQ(algo::selectAlgo(OpKind::AllToAll, 64, tcp, algo::AlgoOverrides::parse("bruck"))->name, "bruck");
   EXPECT_STREQ(algo::selectAlgo(OpKind::AllToAllV, 64, tcp, algo::AlgoOverrides::parse("bruck"))->name, "direct");
 }

@@ -1,8 +1,8 @@
 #pragma once
-// The data plane of ranks that share a host: frames travel through byte
-// rings in a shared segment instead of sockets (same framing, same header
-// checks), and the shared-memory algorithms reach the segment's staging
-// buffers and step counters directly.
+// The shm transport, for ranks that share a host: frames travel through
+// byte rings in a shared segment instead of sockets (same framing, same
+// header checks), and the segment's staging buffers and step counters are
+// its load/store capability (the load/store rows of the algorithm table).
 //
 // Waiting: spin briefly (only when every rank of the segment can have a core
 // to itself), then sleep on this rank's doorbell. Whatever another rank
@@ -16,8 +16,8 @@
 #include <utility>
 #include <vector>
 
-#include "transport/data_plane.hpp"
 #include "transport/shm_layout.hpp"
+#include "transport/transport.hpp"
 
 namespace vigil {
 
@@ -41,55 +41,50 @@ class ShmMapping {
   size_t bytes_ = 0;
 };
 
-class ShmDataPlane final : public DataPath {
+class ShmTransport final : public Transport, public LoadStoreDomain {
  public:
-  ShmDataPlane(int rank, const shm::Geometry& geometry, ShmMapping mapping);
+  ShmTransport(int rank, const shm::Geometry& geometry, ShmMapping mapping);
 
+  // Transport
+  const char* name() const override { return "shm"; }
+  Capabilities capabilities() const override { return Capability::GatherScatter | Capability::LoadStore; }
   ExchangeFault exchange(std::span<const Transfer> transfers, const FrameHeader& header, bool checkFingerprint,
                          Deadline deadline, LivenessWatch& watch, ExchangeWork* work) override;
-  ShmDataPlane* shm() override { return this; }
   std::optional<FrameHeader> unreceived(int peer) override {
     FrameHeader h;
     if (peer == rank_ || !in_[static_cast<size_t>(peer)].peek(&h, sizeof h)) return std::nullopt;
     return h;
   }
-  const char* name() const override { return "shm"; }
+  // Rings this rank's own doorbell.
+  void wakeWaiters() override { bells_[rank_].ring(); }
+  LoadStoreDomain* loadStore() override { return this; }
 
-  // For the shared-memory algorithms.
-  int rank() const { return rank_; }
-  int nranks() const { return g_.n; }
-  uint8_t* staging(int rank, int buffer) const {
+  // LoadStoreDomain
+  uint8_t* staging(int rank, int buffer) const override {
     return base_ + g_.stagingAt() + (2 * static_cast<size_t>(rank) + static_cast<size_t>(buffer)) * g_.stagingBytes;
   }
-  size_t stagingBytes() const { return g_.stagingBytes; }
-  // This rank's fingerprint of collective `h.seq`, before its first post.
-  void publishFingerprint(const FrameHeader& h) {
+  size_t stagingBytes() const override { return g_.stagingBytes; }
+  uint8_t* inlineData(int rank, int buffer) const override { return steps_[rank].inlineData[buffer]; }
+  size_t inlineBytes() const override { return shm::kInlineBytes; }
+  void publishFingerprint(const FrameHeader& h) override {
     steps_[rank_].fingerprint[h.seq & 1] = h;
     steps_[rank_].digest[h.seq & 1] = h.digest();
   }
   // The digest sits in the line of the step counter the waiter just read.
-  uint64_t digestOf(int rank, uint64_t seq) const { return steps_[rank].digest[seq & 1]; }
-  const FrameHeader& fingerprintOf(int rank, uint64_t seq) const { return steps_[rank].fingerprint[seq & 1]; }
-  uint8_t* inlineData(int rank, int buffer) const { return steps_[rank].inlineData[buffer]; }
-  // Publishes step `step` (after this rank's staging writes) and wakes the peers.
-  void post(uint64_t step);
-  uint64_t stepOf(int rank) const { return steps_[rank].step.load(std::memory_order_acquire); }
-  // Waits until every other rank posted `step` or later. On a timeout the
-  // fault's `pending` lists the ranks that had not.
-  ExchangeFault waitAll(uint64_t step, Deadline deadline, LivenessWatch& watch);
-  // Rings this rank's own doorbell (the control thread: abort, peer change).
-  void wake() { bells_[rank_].ring(); }
-  // This rank's step numbering and staging-buffer rotation; they advance
-  // identically on every rank as long as the ranks run the same ops.
-  uint64_t nextStep() { return ++step_; }
-  int takeBuffer() {
+  uint64_t digestOf(int rank, uint64_t seq) const override { return steps_[rank].digest[seq & 1]; }
+  const FrameHeader& fingerprintOf(int rank, uint64_t seq) const override { return steps_[rank].fingerprint[seq & 1]; }
+  uint64_t nextStep() override { return ++step_; }
+  int takeBuffer() override {
     nextBuffer_ ^= 1;
     return nextBuffer_ ^ 1;
   }
-  uint64_t freeAt(int buffer) const { return freeAt_[buffer]; }
-  void setFreeAt(int buffer, uint64_t step) { freeAt_[buffer] = step; }
+  uint64_t freeAt(int buffer) const override { return freeAt_[buffer]; }
+  void setFreeAt(int buffer, uint64_t step) override { freeAt_[buffer] = step; }
+  void post(uint64_t step) override;
+  ExchangeFault waitAll(uint64_t step, Deadline deadline, LivenessWatch& watch) override;
 
  private:
+  uint64_t stepOf(int rank) const { return steps_[rank].step.load(std::memory_order_acquire); }
   // Returns true when `allDone`; false with fault.kind set when it failed.
   bool progressPass(const FrameHeader& header, bool checkFingerprint, ExchangeFault& fault, bool& allDone);
   // The common wait: `step(fault)` makes progress and returns 1 when done,
@@ -119,7 +114,7 @@ class ShmDataPlane final : public DataPath {
 // mapped it: nothing is left behind by a crash after init. The ranks agree
 // over their data connections. Throws VG-NET-006 when shared memory is
 // unavailable, VG-BOOT-008 when a peer does not answer by the deadline.
-std::unique_ptr<ShmDataPlane> establishShm(int rank, int nranks, const std::string& uniqueName,
+std::unique_ptr<ShmTransport> establishShm(int rank, int nranks, const std::string& uniqueName,
                                            std::span<const Fd> dataFds, Deadline deadline);
 
 }  // namespace vigil

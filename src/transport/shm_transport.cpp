@@ -1,4 +1,4 @@
-#include "transport/shm_plane.hpp"
+#include "transport/shm_transport.hpp"
 
 #include <poll.h>
 #include <sched.h>
@@ -41,7 +41,7 @@ ShmMapping::~ShmMapping() {
   if (base_ != nullptr) ::munmap(base_, bytes_);
 }
 
-ShmDataPlane::ShmDataPlane(int rank, const shm::Geometry& geometry, ShmMapping mapping)
+ShmTransport::ShmTransport(int rank, const shm::Geometry& geometry, ShmMapping mapping)
     : rank_(rank),
       g_(geometry),
       mapping_(std::move(mapping)),
@@ -62,7 +62,7 @@ ShmDataPlane::ShmDataPlane(int rank, const shm::Geometry& geometry, ShmMapping m
   }
 }
 
-void ShmDataPlane::post(uint64_t step) {
+void ShmTransport::post(uint64_t step) {
   steps_[rank_].step.store(step, std::memory_order_release);
   for (int p = 0; p < g_.n; ++p) {
     if (p != rank_) bells_[p].ring();
@@ -70,7 +70,7 @@ void ShmDataPlane::post(uint64_t step) {
 }
 
 template <class Step, class Needs>
-ExchangeFault ShmDataPlane::waitUntil(Step&& step, Needs&& needs, Deadline deadline, LivenessWatch& watch,
+ExchangeFault ShmTransport::waitUntil(Step&& step, Needs&& needs, Deadline deadline, LivenessWatch& watch,
                                       ExchangeWork* work) {
   ExchangeFault fault;
   bool stalled = false;
@@ -137,7 +137,7 @@ ExchangeFault ShmDataPlane::waitUntil(Step&& step, Needs&& needs, Deadline deadl
   }
 }
 
-bool ShmDataPlane::progressPass(const FrameHeader& header, bool checkFingerprint, ExchangeFault& fault, bool& allDone) {
+bool ShmTransport::progressPass(const FrameHeader& header, bool checkFingerprint, ExchangeFault& fault, bool& allDone) {
   std::fill(claimed_.begin(), claimed_.end(), 0);
   allDone = true;
   for (ActiveTransfer& a : active_) {
@@ -191,7 +191,7 @@ bool ShmDataPlane::progressPass(const FrameHeader& header, bool checkFingerprint
   return true;
 }
 
-ExchangeFault ShmDataPlane::exchange(std::span<const Transfer> transfers, const FrameHeader& header,
+ExchangeFault ShmTransport::exchange(std::span<const Transfer> transfers, const FrameHeader& header,
                                      bool checkFingerprint, Deadline deadline, LivenessWatch& watch,
                                      ExchangeWork* work) {
   active_.clear();
@@ -222,7 +222,7 @@ ExchangeFault ShmDataPlane::exchange(std::span<const Transfer> transfers, const 
   return fault;
 }
 
-ExchangeFault ShmDataPlane::waitAll(uint64_t step, Deadline deadline, LivenessWatch& watch) {
+ExchangeFault ShmTransport::waitAll(uint64_t step, Deadline deadline, LivenessWatch& watch) {
   involved_.clear();
   for (int p = 0; p < g_.n; ++p) {
     if (p != rank_) involved_.push_back(p);

@@ -1,4 +1,4 @@
-#include "transport/data_plane.hpp"
+#include "transport/tcp_transport.hpp"
 
 #include <poll.h>
 #include <sys/socket.h>
@@ -40,46 +40,6 @@ Step progressSend(int fd, ActiveTransfer& a) {
   return Step::Finished;
 }
 
-}  // namespace
-
-size_t payloadPieces(ActiveTransfer& a, size_t offset, iovec* out, size_t max) {
-  const Transfer& t = *a.transfer;
-  if (offset >= t.bytes || max == 0) return 0;
-  if (t.segments.empty()) {
-    auto* base = static_cast<uint8_t*>(t.isSend ? const_cast<void*>(t.sendData) : t.recvData);
-    out[0] = {base + offset, t.bytes - offset};
-    return 1;
-  }
-  while (offset >= a.segmentStart + t.segments[a.segment].bytes) a.segmentStart += t.segments[a.segment++].bytes;
-  size_t n = 0;
-  size_t skip = offset - a.segmentStart;
-  for (size_t s = a.segment; s < t.segments.size() && n < max; ++s, skip = 0) {
-    const IoSegment& piece = t.segments[s];
-    if (piece.bytes > skip) out[n++] = {static_cast<uint8_t*>(piece.data) + skip, piece.bytes - skip};
-  }
-  return n;
-}
-
-bool acceptHeader(const FrameHeader& got, const Transfer& t, const FrameHeader& base, bool checkFingerprint,
-                  ExchangeFault& fault) {
-  FrameHeader want = t.header != nullptr ? *t.header : base;
-  want.bytes = t.bytes;
-  if (got.magic != FrameHeader::kMagic) {
-    fault.kind = ExchangeFault::Kind::Protocol;
-  } else if (!got.agrees(want, checkFingerprint) || got.bytes != want.bytes) {
-    fault.kind = ExchangeFault::Kind::HeaderMismatch;
-  } else {
-    return true;
-  }
-  fault.peer = t.peer;
-  fault.expected = want;
-  fault.received = got;
-  fault.expectedBytes = t.bytes;
-  return false;
-}
-
-namespace {
-
 // Reads as many bytes as the socket has; the header is judged before a single payload byte
 // lands in the user's buffer (a refused header: Step::Error with `fault` set).
 Step progressRecv(int fd, ActiveTransfer& a, const FrameHeader& base, bool checkFingerprint, ExchangeFault& fault) {
@@ -110,7 +70,7 @@ Step progressRecv(int fd, ActiveTransfer& a, const FrameHeader& base, bool check
 
 }  // namespace
 
-std::optional<FrameHeader> SocketDataPlane::unreceived(int peer) {
+std::optional<FrameHeader> TcpTransport::unreceived(int peer) {
   const int fd = fds_[static_cast<size_t>(peer)].get();
   if (fd < 0) return std::nullopt;
   FrameHeader h;
@@ -124,9 +84,9 @@ std::optional<FrameHeader> SocketDataPlane::unreceived(int peer) {
   return h;
 }
 
-ExchangeFault SocketDataPlane::exchange(std::span<const Transfer> transfers, const FrameHeader& header,
-                                        bool checkFingerprint, Deadline deadline, LivenessWatch& watch,
-                                        ExchangeWork* work) {
+ExchangeFault TcpTransport::exchange(std::span<const Transfer> transfers, const FrameHeader& header,
+                                     bool checkFingerprint, Deadline deadline, LivenessWatch& watch,
+                                     ExchangeWork* work) {
   // The vectors are members, reused by every step: no allocation per step.
   active_.clear();
   for (const Transfer& t : transfers) {
@@ -151,7 +111,7 @@ ExchangeFault SocketDataPlane::exchange(std::span<const Transfer> transfers, con
   }
 }
 
-SocketDataPlane::Pass SocketDataPlane::advance(const FrameHeader& header, bool checkFingerprint, ExchangeFault& fault) {
+TcpTransport::Pass TcpTransport::advance(const FrameHeader& header, bool checkFingerprint, ExchangeFault& fault) {
   // One in-flight message per (peer, direction): later ones wait their turn,
   // because the byte stream to a peer carries them back to back.
   std::fill(claimed_.begin(), claimed_.end(), 0);
@@ -193,7 +153,7 @@ SocketDataPlane::Pass SocketDataPlane::advance(const FrameHeader& header, bool c
   return allDone ? Pass::AllDone : Pass::Waiting;
 }
 
-bool SocketDataPlane::await(Deadline deadline, LivenessWatch& watch, bool& stalled, ExchangeFault& fault) {
+bool TcpTransport::await(Deadline deadline, LivenessWatch& watch, bool& stalled, ExchangeFault& fault) {
   std::vector<pollfd>& pfds = pollFds_;
   const size_t fatalIndex = pfds.size();
   pfds.push_back({watch.fatalFd(), POLLIN, 0});
