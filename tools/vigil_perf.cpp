@@ -246,7 +246,8 @@ int main(int argc, char** argv) {
     return 1;
   }
   if (options.root >= nranks) {
-    if (rank == 0) std::fprintf(stderr, "vigil-perf: root %d is outside [0, %d)\n", options.root, nranks);
+    // Every rank says it: the launcher may stop the others as soon as one exits.
+    std::fprintf(stderr, "vigil-perf: rank %d: root %d is outside [0, %d)\n", rank, options.root, nranks);
     vigilCommDestroy(comm);
     return kExitUsage;
   }
