@@ -5,6 +5,7 @@
 
 #include <algorithm>
 
+#include "comm/hierarchy.hpp"
 #include "core/dtype.hpp"
 #include "core/log.hpp"
 
@@ -397,10 +398,7 @@ Error Communicator::poisonWith(const Error& error, bool tellPeers) {
 void Communicator::finalize() {
   std::lock_guard lock(opMutex_);
   checkUsable();
-  if (hier_) {
-    hier_->local->finalize();
-    if (hier_->leaders) hier_->leaders->finalize();
-  }
+  if (hier_) hier_->finalize();
   beginOp(FrameHeader{}, "finalize", /*watchPeers=*/false);
   // Peers still in a collective hear at once that this rank will not join
   // it; they fail it and say so, which ends this wait too.
@@ -439,43 +437,29 @@ void Communicator::finalize() {
   control_.sendBye(ByeReason::Finalize, completedSeq_.load());
 }
 
-void Communicator::destroy(ByeReason reason, const std::string& exitError) {
+void Communicator::destroy(ByeReason reason, const std::string& exitError, const std::optional<Error>& inheritedCause) {
   // The lifecycle moves only by compare-and-swap: of a destroy and an abort racing, one
   // wins each move, and a communicator is destroyed once.
   State s = state_.load();
   do {
     if (s == State::Destroyed) return;
   } while (!state_.compare_exchange_weak(s, State::Destroyed));
+  std::optional<Error> cause;
+  {
+    std::lock_guard lock(errorMutex_);
+    cause = fatal_ ? fatal_ : inheritedCause ? inheritedCause : lastCause_;
+  }
   if (s == State::Active) {  // finalize and abort said their goodbyes already
-    std::optional<Error> cause;
-    {
-      std::lock_guard lock(errorMutex_);
-      cause = fatal_ ? fatal_ : lastCause_;
-    }
     // An error of its own first (it may be the uncaught one), else the uncaught error.
     control_.sendBye(reason, completedSeq_.load(), cause,
                      reason == ByeReason::ProcessError ? exitError : std::string());
   }
   control_.poison();  // an op still running in another thread stops now
   control_.stop();
-  if (hier_) {  // their peers are told this communicator's cause, if any
-    std::optional<Error> cause;
-    {
-      std::lock_guard lock(errorMutex_);
-      cause = fatal_ ? fatal_ : lastCause_;
-    }
-    for (Communicator* c : {hier_->local.get(), hier_->leaders.get()}) {
-      if (c == nullptr) continue;
-      {
-        std::lock_guard lock(c->errorMutex_);
-        if (!c->fatal_ && cause) c->lastCause_ = cause;
-      }
-      c->destroy(reason, exitError);
-    }
-  }
+  if (hier_) hier_->destroy(reason, exitError, cause);  // their peers are told this communicator's cause, if any
 }
 
-void Communicator::abort(const std::string& why) {
+void Communicator::abort(const std::string& why, const std::optional<Error>& relayed) {
   State s = state_.load();
   do {
     if (s == State::Destroyed || s == State::Aborted) return;
@@ -486,23 +470,15 @@ void Communicator::abort(const std::string& why) {
     abortReason_ = reason;
   }
   control_.poison();  // blocked ops wake and return vigilAborted
-  const Error notice = abortNotice_
-                           ? *abortNotice_
-                           : error(Errc::PeerAborted)
-                                 .result(vigilAborted)
-                                 .cause("rank ", rank_, " aborted the communicator (", reason, ")")
-                                 .remedy("see why rank ", rank_, " aborted; create a new communicator to continue")
-                                 .build();
+  const Error notice = relayed ? *relayed
+                               : error(Errc::PeerAborted)
+                                     .result(vigilAborted)
+                                     .cause("rank ", rank_, " aborted the communicator (", reason, ")")
+                                     .remedy("see why rank ", rank_, " aborted; create a new communicator to continue")
+                                     .build();
   control_.broadcastFailure(notice);
   control_.stop();
-  if (hier_) {  // a hierarchical op waits in these: their peers hear this rank's notice
-    hier_->local->abortNotice_ = notice;
-    hier_->local->abort(why);
-    if (hier_->leaders) {
-      hier_->leaders->abortNotice_ = notice;
-      hier_->leaders->abort(why);
-    }
-  }
+  if (hier_) hier_->abort(why, notice);  // a hierarchical op waits in these: their peers hear this rank's notice
   dumpAfterFailure(notice);
 }
 

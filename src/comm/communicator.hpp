@@ -30,6 +30,8 @@
 
 namespace vigil {
 
+class Hierarchy;
+
 // Seams for tests that need a rank to look different (version skew).
 struct InitOverrides {
   uint32_t libVersion = VIGIL_VERSION_CODE;
@@ -75,17 +77,33 @@ class Communicator : public algo::LoadStoreRunner, public algo::HierarchicalRunn
   std::shared_ptr<Communicator> split(int color, int key) {
     return splitAs(color, key, {}, config_.timeoutMs, config_.timeoutSource);
   }
+  // split() with a name suffix (empty: "<n>.<color>") and a per-op timeout
+  // that `timeoutSource` names.
+  std::shared_ptr<Communicator> splitAs(int color, int key, const std::string& suffix, int timeoutMs,
+                                        const std::string& timeoutSource);
+  // This communicator serves `outerName` (a hierarchy's step communicator):
+  // its errors name its ranks also as ranks of that one (`outerRanks`, by
+  // rank here). Called once, before its first operation.
+  void serve(const std::string& outerName, std::vector<int> outerRanks);
 
   // This communicator's n-th MoE dispatch (every rank counts the same).
   uint64_t nextMoeDispatch() { return ++moeDispatches_; }
 
   void finalize();
   // Local teardown; `reason` is what peers are told, with `exitError` (the
-  // uncaught error) for ByeReason::ProcessError.
-  void destroy(ByeReason reason = ByeReason::Destroy, const std::string& exitError = {});
+  // uncaught error) for ByeReason::ProcessError. `inheritedCause`: what the
+  // goodbye quotes when this communicator has no error of its own (a
+  // hierarchy's step communicators quote the one they serve).
+  void destroy(ByeReason reason = ByeReason::Destroy, const std::string& exitError = {},
+               const std::optional<Error>& inheritedCause = {});
   // `why` is what this rank's blocked operations and the peers are told
   // ("rank 2 aborted the communicator (<why>)"); empty: "vigilCommAbort".
-  void abort(const std::string& why = {});
+  // `notice`: what the peers are told instead (a hierarchy's step
+  // communicators relay the notice of the one they serve).
+  void abort(const std::string& why = {}, const std::optional<Error>& notice = {});
+  // Stops the communicator with `error` (the first one kept wins) and tells
+  // the peers; returns the error kept.
+  Error failWith(const Error& error) { return poisonWith(error, true); }
   // The stored error if an earlier op broke the communicator.
   std::optional<Error> asyncError() const;
   // An op that failed where no caller waits for it (on a stream): the
@@ -104,16 +122,15 @@ class Communicator : public algo::LoadStoreRunner, public algo::HierarchicalRunn
  private:
   Communicator(int rank, int nranks, CommConfig config, std::string name, const JobToken& token,
                std::vector<PeerInfo> peers, std::vector<Fd> controlFds, std::unique_ptr<Transport> transport);
-  // After the connections: the data path, the control handshake (init
-  // succeeds on every rank or on none), the control thread.
-  // split() with a name suffix (empty: "<n>.<color>") and a per-op timeout.
-  std::shared_ptr<Communicator> splitAs(int color, int key, const std::string& suffix, int timeoutMs,
-                                        const std::string& timeoutSource);
-  // Ranks on several hosts, several on one host: the communicators of the
-  // hierarchical algorithms (comm/hierarchy.cpp).
-  void buildHierarchy();
-  // HierarchicalRunner
+  // split: the all-gather of every rank's fixed-size record, and the check
+  // of the new members while they connect (throws when one is gone or this
+  // communicator stopped).
+  std::vector<uint8_t> gatherSplitRecords(std::span<const uint8_t> mine);
+  void checkSplitMembers(std::span<const int> members);
+  // HierarchicalRunner (comm/hierarchy.cpp)
   void runHierarchical(const OpDesc& op) override;
+  // After the connections: the transport, the control handshake (init
+  // succeeds on every rank or on none), the control thread, the hierarchy.
   static std::shared_ptr<Communicator> assemble(int rank, int nranks, const CommConfig& config, std::string name,
                                                 std::vector<PeerInfo> peers, const JobToken& token, Mesh mesh,
                                                 Deadline deadline);
@@ -185,20 +202,11 @@ class Communicator : public algo::LoadStoreRunner, public algo::HierarchicalRunn
   const std::vector<PeerInfo> peers_;
   std::atomic<uint32_t> splits_{0};
   std::atomic<uint64_t> moeDispatches_{0};  // splits so far: names the children
-  struct Hierarchy {
-    std::shared_ptr<Communicator> local;    // the ranks on this host, by rank here
-    std::shared_ptr<Communicator> leaders;  // the first rank of every host; null on the others
-    std::vector<int> hostOf;                // by rank: host index (hosts in order of their first rank)
-    std::vector<int> localRankOf;           // by rank: its rank in its host's communicator
-  };
-  std::unique_ptr<Hierarchy> hier_;
+  std::unique_ptr<Hierarchy> hier_;         // ranks on several hosts, several on one
   // Set on the communicators of a hierarchy: their ranks as ranks of the
   // communicator they serve, so that their errors name the ranks users know.
   std::vector<int> outerRanks_;
   std::string outerName_;
-  // What a hierarchy's communicator broadcasts when aborted on behalf of the
-  // communicator it serves (that communicator's notice); empty otherwise.
-  std::optional<Error> abortNotice_;
   std::string abortReason_;  // abort()'s `why` (guarded by errorMutex_), set just after state_ becomes Aborted
   std::string abortReason() const;
   ControlPlane control_;

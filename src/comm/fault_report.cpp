@@ -91,6 +91,11 @@ std::string Communicator::rankLabel(int peer) const {
   return cat("rank ", rankNumber(peer));
 }
 
+void Communicator::serve(const std::string& outerName, std::vector<int> outerRanks) {
+  outerName_ = outerName;
+  outerRanks_ = std::move(outerRanks);
+}
+
 std::string Communicator::rankNumber(int peer) const {
   if (outerRanks_.empty()) return std::to_string(peer);
   return cat(peer, " (rank ", outerRanks_[static_cast<size_t>(peer)], " of '", outerName_, "')");

@@ -15,6 +15,8 @@
 // timeout for that reason: the leader's verdict arrives before they would
 // time out themselves.
 
+#include "comm/hierarchy.hpp"
+
 #include <climits>
 #include <unordered_map>
 
@@ -24,39 +26,41 @@
 
 namespace vigil {
 
-void Communicator::buildHierarchy() {
+std::unique_ptr<Hierarchy> Hierarchy::build(Communicator& outer, const std::vector<PeerInfo>& peers) {
+  const int nranks = outer.nranks(), rank = outer.rank();
   std::unordered_map<std::string, int> hostIndex;
-  std::vector<int> hostOf(static_cast<size_t>(nranks_)), localRankOf(static_cast<size_t>(nranks_));
+  std::vector<int> hostOf(static_cast<size_t>(nranks)), localRankOf(static_cast<size_t>(nranks));
   std::vector<int> ranksOnHost;
-  for (int r = 0; r < nranks_; ++r) {
-    auto [it, fresh] = hostIndex.try_emplace(peers_[static_cast<size_t>(r)].hostId, static_cast<int>(hostIndex.size()));
+  for (int r = 0; r < nranks; ++r) {
+    auto [it, fresh] = hostIndex.try_emplace(peers[static_cast<size_t>(r)].hostId, static_cast<int>(hostIndex.size()));
     if (fresh) ranksOnHost.push_back(0);
     hostOf[static_cast<size_t>(r)] = it->second;
     localRankOf[static_cast<size_t>(r)] = ranksOnHost[static_cast<size_t>(it->second)]++;
   }
   const int hosts = static_cast<int>(hostIndex.size());
-  if (hosts < 2 || hosts == nranks_) return;  // one host, or one rank per host: the flat algorithms
+  if (hosts < 2 || hosts == nranks) return nullptr;  // one host, or one rank per host: the flat algorithms
 
-  auto h = std::make_unique<Hierarchy>();
-  const int myHost = hostOf[static_cast<size_t>(rank_)];
-  const bool leader = localRankOf[static_cast<size_t>(rank_)] == 0;
-  const int localTimeout = config_.timeoutMs > INT_MAX / 2 ? INT_MAX : 2 * config_.timeoutMs;
-  h->local = splitAs(myHost, rank_, cat("host", myHost), localTimeout,
-                     cat("twice ", config_.timeoutSource, " of '", name_, "'"));
-  h->leaders = splitAs(leader ? 0 : -1, rank_, "leaders", config_.timeoutMs, config_.timeoutSource);
-  for (int r = 0; r < nranks_; ++r) {
-    if (hostOf[static_cast<size_t>(r)] == myHost) h->local->outerRanks_.push_back(r);
-    if (h->leaders && localRankOf[static_cast<size_t>(r)] == 0) h->leaders->outerRanks_.push_back(r);
+  std::unique_ptr<Hierarchy> h(new Hierarchy());
+  const CommConfig& config = outer.config();
+  const int myHost = hostOf[static_cast<size_t>(rank)];
+  const bool leader = localRankOf[static_cast<size_t>(rank)] == 0;
+  const int localTimeout = config.timeoutMs > INT_MAX / 2 ? INT_MAX : 2 * config.timeoutMs;
+  h->local_ = outer.splitAs(myHost, rank, cat("host", myHost), localTimeout,
+                            cat("twice ", config.timeoutSource, " of '", outer.name(), "'"));
+  h->leaders_ = outer.splitAs(leader ? 0 : -1, rank, "leaders", config.timeoutMs, config.timeoutSource);
+  for (int r = 0; r < nranks; ++r) {
+    if (hostOf[static_cast<size_t>(r)] == myHost) h->localRanks_.push_back(r);
+    if (localRankOf[static_cast<size_t>(r)] == 0) h->leaderRanks_.push_back(r);
   }
-  h->local->outerName_ = name_;
-  if (h->leaders) h->leaders->outerName_ = name_;
-  h->hostOf = std::move(hostOf);
-  h->localRankOf = std::move(localRankOf);
-  hier_ = std::move(h);
-  topology_.hierarchical = true;
-  VIGIL_LOG_AT(LogLevel::Info, rank_, "communicator '", name_, "': ", hosts, " hosts; hierarchical collectives over '",
-               hier_->local->name(), "' (", hier_->local->transportName(), ")",
-               leader ? cat(" and '", hier_->leaders->name(), "' (tcp)") : std::string());
+  h->local_->serve(outer.name(), h->localRanks_);
+  if (h->leaders_) h->leaders_->serve(outer.name(), h->leaderRanks_);
+  h->hostOf_ = std::move(hostOf);
+  h->localRankOf_ = std::move(localRankOf);
+  h->hosts_ = hosts;
+  VIGIL_LOG_AT(LogLevel::Info, rank, "communicator '", outer.name(), "': ", hosts,
+               " hosts; hierarchical collectives over '", h->local_->name(), "' (", h->local_->transportName(), ")",
+               leader ? cat(" and '", h->leaders_->name(), "' (", h->leaders_->transportName(), ")") : std::string());
+  return h;
 }
 
 namespace {
@@ -74,11 +78,10 @@ OpDesc broadcastStep(const OpDesc& op, const void* send, void* recv, int root) {
 
 }  // namespace
 
-void Communicator::runHierarchical(const OpDesc& op) {
-  Hierarchy& h = *hier_;
-  Communicator* const local = h.local.get();
-  Communicator* const leaders = h.leaders.get();
-  const int myHost = h.hostOf[static_cast<size_t>(rank_)];
+void Hierarchy::run(const OpDesc& op, int outerRank, int outerRanks) {
+  Communicator* const local = local_.get();
+  Communicator* const leaders = leaders_.get();
+  const int myHost = hostOf_[static_cast<size_t>(outerRank)];
   Communicator* in = local;
   const char* step = "inside the host";
   auto across = [&] {
@@ -97,16 +100,16 @@ void Communicator::runHierarchical(const OpDesc& op) {
         if (leaders != nullptr) {
           across();
           leaders->run(reductionStep(op, OpKind::AllReduce, op.recv, op.recv, redop));
-          if (op.redop == vigilAvg) reduce::divideInPlace(op.recv, op.count, op.dtype, nranks_);
+          if (op.redop == vigilAvg) reduce::divideInPlace(op.recv, op.count, op.dtype, outerRanks);
         }
         back();
         local->run(broadcastStep(op, op.recv, op.recv, 0));
         break;
       }
       case OpKind::Broadcast: {
-        const int rootHost = h.hostOf[static_cast<size_t>(op.root)];
+        const int rootHost = hostOf_[static_cast<size_t>(op.root)];
         if (myHost == rootHost) {
-          const int localRoot = h.localRankOf[static_cast<size_t>(op.root)];
+          const int localRoot = localRankOf_[static_cast<size_t>(op.root)];
           local->run(broadcastStep(op, op.send, op.recv, localRoot));
         }
         if (leaders != nullptr) {
@@ -128,31 +131,61 @@ void Communicator::runHierarchical(const OpDesc& op) {
         back();
         local->run(OpDesc{.kind = OpKind::Barrier});
         break;
-      default:
-        error(Errc::Internal).op(op_.label, op_.header.seq).cause("no hierarchical algorithm for this op").raise();
+      default: ErrorBuilder(Errc::Internal).op(opName(op.kind)).cause("no hierarchical algorithm for this op").raise();
     }
   } catch (const Error& e) {
+    const std::vector<int>& ranks = in == local ? localRanks_ : leaderRanks_;
+    const bool peerKnown = e.peer() >= 0 && static_cast<size_t>(e.peer()) < ranks.size();
+    throw StepFailure{.error = e,
+                      .step = step,
+                      .comm = in->name(),
+                      .ranks = ranks,
+                      .outerPeer = peerKnown ? ranks[static_cast<size_t>(e.peer())] : -1};
+  }
+}
+
+void Hierarchy::failSteps(const Error& error) {
+  local_->failWith(error);
+  if (leaders_) leaders_->failWith(error);
+}
+
+void Hierarchy::finalize() {
+  local_->finalize();
+  if (leaders_) leaders_->finalize();
+}
+
+void Hierarchy::destroy(ByeReason reason, const std::string& exitError, const std::optional<Error>& cause) {
+  local_->destroy(reason, exitError, cause);
+  if (leaders_) leaders_->destroy(reason, exitError, cause);
+}
+
+void Hierarchy::abort(const std::string& why, const Error& notice) {
+  local_->abort(why, notice);
+  if (leaders_) leaders_->abort(why, notice);
+}
+
+void Communicator::runHierarchical(const OpDesc& op) {
+  try {
+    hier_->run(op, rank_, nranks_);
+  } catch (const Hierarchy::StepFailure& f) {
     // A rank that left or failed this communicator is the root cause: the
     // step's own error may only name the rank that heard of it first.
     if (std::vector<int> gone = gonePeersByCause(static_cast<int64_t>(op_.header.seq)); !gone.empty()) {
       Error root = describePeerGone(gone.front(), control_.peer(gone.front()));
-      local->poisonWith(root, true);
-      if (leaders != nullptr) leaders->poisonWith(root, true);
+      hier_->failSteps(root);
       throw poisonWith(root, true);
     }
     // The step's error is quoted without its remedy: the same id, whose
     // remedy this error gives once, at its end.
-    const bool peerKnown = e.peer() >= 0 && static_cast<size_t>(e.peer()) < in->outerRanks_.size();
-    Error wrapped = error(e.errc())
-                        .result(e.result())
+    Error wrapped = error(f.error.errc())
+                        .result(f.error.result())
                         .op(op_.label, op_.header.seq)
-                        .peer(peerKnown ? in->outerRanks_[static_cast<size_t>(e.peer())] : -1)
-                        .cause("the hierarchical step ", step, " (communicator '", in->name(), "' of ranks ",
-                               joinRanks(in->outerRanks_), ") failed: ", e.head())
+                        .peer(f.outerPeer)
+                        .cause("the hierarchical step ", f.step, " (communicator '", f.comm, "' of ranks ",
+                               joinRanks(f.ranks), ") failed: ", f.error.head())
                         .build();
     // Every rank waiting in any of the three must learn of it.
-    local->poisonWith(wrapped, true);
-    if (leaders != nullptr) leaders->poisonWith(wrapped, true);
+    hier_->failSteps(wrapped);
     throw poisonWith(wrapped, true);
   }
   op_.heardFromLeft = true;  // every step compared its fingerprints with its own peers

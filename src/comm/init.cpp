@@ -4,6 +4,7 @@
 
 #include "bootstrap/mesh.hpp"
 #include "comm/communicator.hpp"
+#include "comm/hierarchy.hpp"
 #include "comm/registry.hpp"
 #include "core/log.hpp"
 #include "transport/transport.hpp"
@@ -81,7 +82,8 @@ std::shared_ptr<Communicator> Communicator::assemble(int rank, int nranks, const
   comm->control_.setWakeHook([wake] { wake->wakeWaiters(); });
   comm->control_.start();
   registerCommunicator(comm);
-  comm->buildHierarchy();
+  comm->hier_ = Hierarchy::build(*comm, comm->peers_);
+  comm->topology_.hierarchical = comm->hier_ != nullptr;
   return comm;
 }
 

@@ -73,6 +73,39 @@ JobToken childToken(const JobToken& parent, const std::vector<uint8_t>& records,
 
 }  // namespace
 
+std::vector<uint8_t> Communicator::gatherSplitRecords(std::span<const uint8_t> mine) {
+  std::vector<uint8_t> records(mine.size() * static_cast<size_t>(nranks_));
+  run(OpDesc{
+      .kind = OpKind::Split, .send = mine.data(), .recv = records.data(), .count = mine.size(), .dtype = vigilUint8});
+  return records;
+}
+
+void Communicator::checkSplitMembers(std::span<const int> members) {
+  const State state = state_.load();
+  if (state == State::Aborted || state == State::Destroyed || control_.poisoned()) {
+    error(Errc::CommAborted)
+        .op("split")
+        .cause("communicator '", name_, "' was ",
+               state == State::Destroyed ? "destroyed"
+               : state == State::Aborted ? "aborted (vigilCommAbort)"
+                                         : "stopped by an error",
+               " while this rank connected to the members of the new communicator")
+        .raise();
+  }
+  // The earliest to go first: a member that left because of another is a bystander.
+  for (int gone : control_.peersNotAlive()) {
+    const PeerState peer = control_.peer(gone);
+    const bool member = std::find(members.begin(), members.end(), gone) != members.end();
+    if (!member || peer.status == PeerState::Status::Alive) continue;  // not ours, or only finalizing
+    Error e = describePeerGone(gone, peer);
+    {
+      std::lock_guard lock(errorMutex_);
+      lastCause_ = e;  // what a goodbye of ours quotes
+    }
+    throw e;
+  }
+}
+
 std::shared_ptr<Communicator> Communicator::splitAs(int color, int key, const std::string& suffix, int timeoutMs,
                                                     const std::string& timeoutSource) {
   checkUsable();
@@ -90,31 +123,25 @@ std::shared_ptr<Communicator> Communicator::splitAs(int color, int key, const st
   }
   uint8_t packed[kRecordBytes];
   packRecord(mine, packed);
-  std::vector<uint8_t> records(kRecordBytes * static_cast<size_t>(nranks_));
-  OpDesc op;
-  op.kind = OpKind::Split;
-  op.send = packed;
-  op.recv = records.data();
-  op.count = kRecordBytes;
-  op.dtype = vigilUint8;
-  run(op);
+  const std::vector<uint8_t> records = gatherSplitRecords(packed);
   if (mine.color < 0) return nullptr;
 
   // The members, ordered by (key, rank in the parent).
-  std::vector<std::pair<int32_t, int>> members;
+  std::vector<std::pair<int32_t, int>> byKey;
   std::vector<SplitRecord> decoded(static_cast<size_t>(nranks_));
   for (int r = 0; r < nranks_; ++r) {
     decoded[static_cast<size_t>(r)] = unpackRecord(records.data() + kRecordBytes * static_cast<size_t>(r));
-    if (decoded[static_cast<size_t>(r)].color == mine.color)
-      members.emplace_back(decoded[static_cast<size_t>(r)].key, r);
+    if (decoded[static_cast<size_t>(r)].color == mine.color) byKey.emplace_back(decoded[static_cast<size_t>(r)].key, r);
   }
-  std::sort(members.begin(), members.end());
-  const int n = static_cast<int>(members.size());
+  std::sort(byKey.begin(), byKey.end());
+  const int n = static_cast<int>(byKey.size());
   int newRank = -1;
+  std::vector<int> members(static_cast<size_t>(n));  // by new rank: the rank here
   std::vector<PeerInfo> peers(static_cast<size_t>(n));
   for (int i = 0; i < n; ++i) {
-    const int old = members[static_cast<size_t>(i)].second;
+    const int old = byKey[static_cast<size_t>(i)].second;
     if (old == rank_) newRank = i;
+    members[static_cast<size_t>(i)] = old;
     peers[static_cast<size_t>(i)] = peers_[static_cast<size_t>(old)];
     peers[static_cast<size_t>(i)].address = decoded[static_cast<size_t>(old)].address;
   }
@@ -140,29 +167,7 @@ std::shared_ptr<Communicator> Communicator::splitAs(int color, int key, const st
   watch.wakeFd = news.fd();
   watch.check = [&] {
     news.clear();  // then read the state: a later change signals again
-    const State state = state_.load();
-    if (state == State::Aborted || state == State::Destroyed || control_.poisoned()) {
-      error(Errc::CommAborted)
-          .op("split")
-          .cause("communicator '", name_, "' was ",
-                 state == State::Destroyed ? "destroyed"
-                 : state == State::Aborted ? "aborted (vigilCommAbort)"
-                                           : "stopped by an error",
-                 " while this rank connected to the members of the new communicator")
-          .raise();
-    }
-    // The earliest to go first: a member that left because of another is a bystander.
-    for (int gone : control_.peersNotAlive()) {
-      const PeerState peer = control_.peer(gone);
-      const bool member = std::any_of(members.begin(), members.end(), [&](const auto& m) { return m.second == gone; });
-      if (!member || peer.status == PeerState::Status::Alive) continue;  // not ours, or only finalizing
-      Error e = describePeerGone(gone, peer);
-      {
-        std::lock_guard lock(errorMutex_);
-        lastCause_ = e;  // what a goodbye of ours quotes
-      }
-      throw e;
-    }
+    checkSplitMembers(members);
   };
   Mesh mesh = connectMesh(*listener, peers, newRank, token, VIGIL_VERSION_CODE, deadline, &watch);
   listener.reset();
