@@ -12,7 +12,6 @@
 namespace vigil {
 namespace {
 
-constexpr int kRootCauseWaitMs = 500;
 // After this long without progress a collective cross-checks its fingerprint
 // with its neighbour; well inside the 2 s promised for a mismatch report.
 constexpr int kStallMs = 200;
@@ -173,7 +172,8 @@ uint64_t Communicator::syncStep() {
       const FrameHeader& theirs = p.fingerprintOf(q, op_.header.seq);
       // A later seq there: that rank finished this op, and checked us in it.
       if (theirs.seq > op_.header.seq) continue;
-      if (!theirs.agrees(op_.header, config_.fingerprint)) throw poisonWith(mismatchError(q, op_.header, theirs), true);
+      if (!theirs.agrees(op_.header, config_.fingerprint))
+        throw poisonWith(faults_.mismatch(q, op_.header, theirs), true);
     }
     // The collectives here do not read the byte rings that carry sends: a
     // message sent before this collective and still unread would be lost
@@ -184,7 +184,7 @@ uint64_t Communicator::syncStep() {
       // that finished this one's shared-memory part may be ahead).
       if (waiting && waiting->kind == static_cast<uint8_t>(FrameKind::PointToPoint) &&
           static_cast<int32_t>(static_cast<uint32_t>(op_.header.seq) - waiting->sentAfterSeq) > 0) {
-        throw poisonWith(mismatchError(q, op_.header, *waiting), true);
+        throw poisonWith(faults_.mismatch(q, op_.header, *waiting), true);
       }
     }
   }
@@ -250,7 +250,7 @@ void Communicator::confirmWithLeftNeighbour() {
   std::optional<FrameHeader> theirs = control_.waitLeftFingerprint(op_.header.seq, op_.deadline);
   if (theirs) {
     if (theirs->agrees(op_.header, config_.fingerprint)) return;
-    Error e = mismatchError(left, op_.header, *theirs);
+    Error e = faults_.mismatch(left, op_.header, *theirs);
     throw poisonWith(e, true);
   }
   // No word from the left neighbour: the same verdicts as a stalled transfer.
@@ -284,7 +284,7 @@ void Communicator::onStall() {
 
 void Communicator::onNeighbourMismatch(const FrameHeader& mine, const FrameHeader& theirs) {
   if (mine.agrees(theirs, config_.fingerprint)) return;  // VIGIL_FINGERPRINT=0: only the shape must agree
-  poisonWith(mismatchError(algo::mod(rank_ - 1, nranks_), mine, theirs), true);
+  poisonWith(faults_.mismatch(algo::mod(rank_ - 1, nranks_), mine, theirs), true);
   control_.poison();  // wake this rank's op, if it is still waiting
 }
 
@@ -300,34 +300,6 @@ uint8_t* Communicator::scratch(size_t bytes) {
   return scratch_.data();
 }
 
-std::vector<int> Communicator::gonePeersByCause(int64_t seq) const {
-  std::vector<int> out = collectGonePeers(seq);
-  if (!out.empty()) {
-    PeerState first = control_.peer(out.front());
-    if (first.leftBecauseOfAnother()) {
-      // Only ranks that left because of someone else are known yet: the
-      // news of that someone is on its way (it was sent first). Wait for it
-      // briefly, so the report names the root cause, not a bystander.
-      if (control_.waitRootCause(Deadline::afterMs(kRootCauseWaitMs))) out = collectGonePeers(seq);
-    }
-  }
-  return out;
-}
-
-std::vector<int> Communicator::collectGonePeers(int64_t seq) const {
-  std::vector<int> out;
-  std::vector<int> cascade;                 // they left because of someone else: blame them last
-  for (int p : control_.peersNotAlive()) {  // earliest first
-    PeerState s = control_.peer(p);
-    if (s.status == PeerState::Status::Left && seq >= 0 && s.lastSeq >= seq) continue;  // it finished this op
-    if (s.status == PeerState::Status::Alive && s.finalizing && seq >= 0 && s.lastSeq >= seq) continue;
-    const bool followed = s.leftBecauseOfAnother();
-    (followed ? cascade : out).push_back(p);
-  }
-  out.insert(out.end(), cascade.begin(), cascade.end());
-  return out;
-}
-
 ProgressReport Communicator::progress() const {
   ProgressReport r;
   r.lastCompletedSeq = completedSeq_.load();
@@ -338,7 +310,7 @@ ProgressReport Communicator::progress() const {
 
 int Communicator::checkPeers(std::span<const int> directRecvPeers) {
   control_.clearPeerChange();  // then read the state: a later change signals again
-  std::vector<int> gone = gonePeersByCause(static_cast<int64_t>(op_.header.seq));
+  std::vector<int> gone = faults_.gonePeersByCause(static_cast<int64_t>(op_.header.seq));
   if (gone.empty()) return -1;
   const int first = gone.front();
   PeerState s = control_.peer(first);
@@ -354,21 +326,21 @@ int Communicator::checkPeers(std::span<const int> directRecvPeers) {
 
 void Communicator::checkPeersBeforeStart(std::span<const int> peers, int64_t seq) {
   if (control_.allPeersAlive()) return;  // the common case, without a lock
-  for (int p : gonePeersByCause(seq)) {
+  for (int p : faults_.gonePeersByCause(seq)) {
     bool needed = false;
     for (int q : peers) needed |= q == p;
     if (!needed) continue;
     // A peer that stopped the communicator with an error broke it for
     // everyone: that is sticky.
     const PeerState state = control_.peer(p);
-    if (state.status == PeerState::Status::Failed) throw poisonWith(describePeerGone(p, state), false);
+    if (state.status == PeerState::Status::Failed) throw poisonWith(faults_.peerGone(p, state, op_), false);
     // A finalizing peer will run nothing else: the communicator is done
     // for this op's kind, and the peer learns why its finalize fails.
-    if (state.finalizing) throw poisonWith(describePeerGone(p, state), true);
+    if (state.finalizing) throw poisonWith(faults_.peerGone(p, state, op_), true);
     // Nothing was sent: the communicator stays consistent for ops that do
     // not need that peer, so this error is not sticky; but it is the cause
     // a goodbye of ours would quote.
-    Error e = describePeerGone(p, state);
+    Error e = faults_.peerGone(p, state, op_);
     {
       std::lock_guard lock(errorMutex_);
       lastCause_ = e;
@@ -408,7 +380,7 @@ void Communicator::finalize() {
     PeerState s = control_.peer(p);
     if (s.status == PeerState::Status::Left) continue;  // a clean exit is what finalize asks for
     // This rank told everyone it is done: it cannot run more operations.
-    if (s.status != PeerState::Status::Alive) throw poisonWith(describePeerGone(p, s), false);
+    if (s.status != PeerState::Status::Alive) throw poisonWith(faults_.peerGone(p, s, op_), false);
     stuck.push_back(p);
   }
   if (!stuck.empty()) {
@@ -424,12 +396,12 @@ void Communicator::finalize() {
   for (int p : allPeers_) {
     std::optional<FrameHeader> waiting = transport_->unreceived(p);
     if (!waiting || waiting->magic != FrameHeader::kMagic) continue;
-    Error e =
-        error(Errc::OpUnreceived)
-            .op("finalize")
-            .cause(describePeer(p), " sent ", describeUnreceived(*waiting), " to this rank, which never received it",
-                   " (", waiting->bytes, " bytes still waiting; nothing was written for it)")
-            .build();
+    Error e = error(Errc::OpUnreceived)
+                  .op("finalize")
+                  .cause(faults_.describePeer(p), " sent ", FaultReporter::describeUnreceived(*waiting),
+                         " to this rank, which never received it", " (", waiting->bytes,
+                         " bytes still waiting; nothing was written for it)")
+                  .build();
     throw poisonWith(e, true);
   }
   State active = State::Active;
@@ -480,6 +452,35 @@ void Communicator::abort(const std::string& why, const std::optional<Error>& rel
   control_.stop();
   if (hier_) hier_->abort(why, notice);  // a hierarchical op waits in these: their peers hear this rank's notice
   dumpAfterFailure(notice);
+}
+
+std::string Communicator::abortReason() const {
+  std::lock_guard lock(errorMutex_);
+  return abortReason_.empty() ? "vigilCommAbort" : abortReason_;  // empty: the abort is a moment old
+}
+
+void Communicator::failOp(const ExchangeFault& f) {
+  if (f.kind != ExchangeFault::Kind::Fatal) {
+    FaultReporter::Verdict v = faults_.judge(f, op_);
+    throw poisonWith(v.error, v.tellPeers);
+  }
+  const int64_t seq = op_.collectiveSeq();
+  State s = state_.load();
+  if (s == State::Aborted || s == State::Destroyed) {
+    const std::string how = s == State::Aborted ? "aborted (" + abortReason() + ")" : "destroyed";
+    Error e = error(Errc::CommAborted)
+                  .op(op_.label, seq)
+                  .cause("the communicator was ", how, " while this operation waited")
+                  .build();
+    throw poisonWith(e, false);
+  }
+  if (std::optional<Error> stored = asyncError()) throw *stored;  // found by the control thread
+  if (auto failed = control_.firstFailure()) {
+    Error e = faults_.peerGone(failed->first, failed->second, op_);
+    throw poisonWith(e, false);
+  }
+  Error e = error(Errc::CommAborted).op(op_.label, seq).build();
+  throw poisonWith(e, false);
 }
 
 }  // namespace vigil

@@ -22,7 +22,9 @@
 #include "bootstrap/mesh.hpp"
 #include "bootstrap/rendezvous.hpp"
 #include "bootstrap/root_info.hpp"
+#include "comm/fault_report.hpp"
 #include "comm/flight_recorder.hpp"
+#include "comm/op_state.hpp"
 #include "control/control_plane.hpp"
 #include "core/config.hpp"
 #include "core/errors.hpp"
@@ -84,7 +86,9 @@ class Communicator : public algo::LoadStoreRunner, public algo::HierarchicalRunn
   // This communicator serves `outerName` (a hierarchy's step communicator):
   // its errors name its ranks also as ranks of that one (`outerRanks`, by
   // rank here). Called once, before its first operation.
-  void serve(const std::string& outerName, std::vector<int> outerRanks);
+  void serve(const std::string& outerName, std::vector<int> outerRanks) {
+    faults_.serve(outerName, std::move(outerRanks));
+  }
 
   // This communicator's n-th MoE dispatch (every rank counts the same).
   uint64_t nextMoeDispatch() { return ++moeDispatches_; }
@@ -156,32 +160,14 @@ class Communicator : public algo::LoadStoreRunner, public algo::HierarchicalRunn
   size_t opBytes(const OpDesc& op) const;
   void runPointToPointBatch(std::span<const OpDesc> ops, ExchangeWork* work = nullptr);
   void exchange(std::span<const Transfer> transfers, ExchangeWork* work);
-  // Peers that are gone and have not completed `seq` (-1: any), root causes
-  // first: a peer that left because another failed comes last.
-  std::vector<int> gonePeersByCause(int64_t seq) const;
-  std::vector<int> collectGonePeers(int64_t seq) const;
-  // `peer` itself, or, if it left because of another rank, that rank.
-  int rootCauseFor(int peer, int64_t seq) const;
-  // For a timeout report: asks the peers over the control plane where they are.
-  std::string describeWhereOthersAre(const ExchangeFault& fault, int64_t seq);
   ProgressReport progress() const;
   void checkPeersBeforeStart(std::span<const int> peers, int64_t seq);
   [[noreturn]] void failOp(const ExchangeFault& fault);
-  Error describePeerGone(int peer, const PeerState& state) const;
-  Error describeMismatch(const ExchangeFault& fault) const;
-  Error mismatchError(int peer, const FrameHeader& mine, const FrameHeader& theirs) const;
-  // "its send #3 (float32, count 1000), after collective seq 4" for a waiting message.
-  static std::string describeUnreceived(const FrameHeader& h);
   // Control thread: the left neighbour announced another collective for a seq.
   void onNeighbourMismatch(const FrameHeader& mine, const FrameHeader& theirs);
   // After a collective that received nothing from the left neighbour, its
   // fingerprint is the only proof that both ran the same op: wait for it.
   void confirmWithLeftNeighbour();
-  std::string describePeer(int peer) const;
-  // "rank 3", or for the communicators of a hierarchy "rank 3 (rank 6 of 'c1')".
-  std::string rankLabel(int peer) const;   // "rank 3", or "rank 3 (rank 7 of 'world')" in a hierarchy
-  std::string rankNumber(int peer) const;  // the same without "rank "
-  std::string rankLabels(const std::vector<int>& peers) const;
   // Stores the communicator's first error; returns the one stored.
   Error poisonWith(const Error& error, bool tellPeers);
   // Opt-in checks (comm/checks.cpp).
@@ -203,10 +189,6 @@ class Communicator : public algo::LoadStoreRunner, public algo::HierarchicalRunn
   std::atomic<uint32_t> splits_{0};
   std::atomic<uint64_t> moeDispatches_{0};  // splits so far: names the children
   std::unique_ptr<Hierarchy> hier_;         // ranks on several hosts, several on one
-  // Set on the communicators of a hierarchy: their ranks as ranks of the
-  // communicator they serve, so that their errors name the ranks users know.
-  std::vector<int> outerRanks_;
-  std::string outerName_;
   std::string abortReason_;  // abort()'s `why` (guarded by errorMutex_), set just after state_ becomes Aborted
   std::string abortReason() const;
   ControlPlane control_;
@@ -214,19 +196,7 @@ class Communicator : public algo::LoadStoreRunner, public algo::HierarchicalRunn
   LoadStoreDomain* const loadStore_;  // the transport's load/store capability, or null
 
   std::mutex opMutex_;  // serialises operations (never held by abort)
-  // The operation in progress (guarded by opMutex_): made afresh by beginOp for each
-  // collective, send/recv batch and finalize, so nothing carries over from the one before.
-  struct OpState {
-    FrameHeader header{};  // its fingerprint (zero for finalize)
-    std::string label;     // "allreduce", "group of 3 send/recv", "finalize"
-    Clock::time_point start{};
-    Deadline deadline = Deadline::never();  // start + the op timeout
-    Deadline stallAt = Deadline::never();   // then ask the left neighbour what it runs
-    bool watchPeers = false;                // a collective: any peer's change matters, not only its sockets
-    bool heardFromLeft = false;             // a data message from the left neighbour matched this op
-    bool shmChecked = false;                // the op's first shared-memory sync compared the fingerprints
-    bool stallQueried = false;              // the left neighbour's fingerprint was asked for
-  };
+  // The operation in progress (guarded by opMutex_).
   void beginOp(const FrameHeader& header, std::string label, bool watchPeers);
   OpState op_;
   algo::Topology topology_;
@@ -236,7 +206,8 @@ class Communicator : public algo::LoadStoreRunner, public algo::HierarchicalRunn
   std::atomic<uint8_t> inProgressOp_{0};
   std::vector<uint64_t> sendSeq_, recvSeq_;  // per peer, point-to-point
   std::vector<uint8_t> scratch_;
-  const std::vector<int> allPeers_;    // every rank but this one
+  const std::vector<int> allPeers_;  // every rank but this one
+  FaultReporter faults_;
   algo::AlgoOverrides algoOverrides_;  // VIGIL_ALGO
   FlightRecorder recorder_;
   const std::string dumpDir_;

@@ -1,10 +1,11 @@
 // Turning what the transport saw into an error a person can act on: which
 // rank, which op and sequence number, which peer, what happened, what to do.
 
+#include "comm/fault_report.hpp"
+
 #include <cctype>
 
 #include "algo/select.hpp"
-#include "comm/communicator.hpp"
 #include "core/dtype.hpp"
 #include "core/log.hpp"
 
@@ -13,6 +14,7 @@ namespace {
 
 constexpr int kVerdictWaitMs = 1000;
 constexpr int kProgressQueryMs = 1000;
+constexpr int kRootCauseWaitMs = 500;
 
 bool isP2p(const FrameHeader& h) {
   return h.kind == static_cast<uint8_t>(FrameKind::PointToPoint);
@@ -82,36 +84,36 @@ Errc relayedMismatchErrc(const Error& relayed) {
 
 }  // namespace
 
-std::string Communicator::describePeer(int peer) const {
-  const PeerInfo& p = peers_[static_cast<size_t>(peer)];
-  return cat(rankLabel(peer), " (host ", p.hostname, ", pid ", p.pid, ")");
-}
-
-std::string Communicator::rankLabel(int peer) const {
-  return cat("rank ", rankNumber(peer));
-}
-
-void Communicator::serve(const std::string& outerName, std::vector<int> outerRanks) {
+void FaultReporter::serve(const std::string& outerName, std::vector<int> outerRanks) {
   outerName_ = outerName;
   outerRanks_ = std::move(outerRanks);
 }
 
-std::string Communicator::rankNumber(int peer) const {
+std::string FaultReporter::describePeer(int peer) const {
+  const PeerInfo& p = peers_[static_cast<size_t>(peer)];
+  return cat(rankLabel(peer), " (host ", p.hostname, ", pid ", p.pid, ")");
+}
+
+std::string FaultReporter::rankLabel(int peer) const {
+  return cat("rank ", rankNumber(peer));
+}
+
+std::string FaultReporter::rankNumber(int peer) const {
   if (outerRanks_.empty()) return std::to_string(peer);
   return cat(peer, " (rank ", outerRanks_[static_cast<size_t>(peer)], " of '", outerName_, "')");
 }
 
-std::string Communicator::rankLabels(const std::vector<int>& peers) const {
+std::string FaultReporter::rankLabels(const std::vector<int>& peers) const {
   if (outerRanks_.empty()) return joinRanks(peers);
   std::string out;
   for (int p : peers) out += cat(out.empty() ? "" : ", ", rankNumber(p));
   return out;
 }
 
-Error Communicator::describePeerGone(int peer, const PeerState& s) const {
-  const int64_t seq = static_cast<int64_t>(op_.header.seq);
-  const std::string opLabel = op_.label.empty() ? std::string("operation") : op_.label;
-  const bool collective = op_.header.kind == static_cast<uint8_t>(FrameKind::Collective);
+Error FaultReporter::peerGone(int peer, const PeerState& s, const OpState& op) const {
+  const int64_t seq = static_cast<int64_t>(op.header.seq);
+  const std::string opLabel = op.label.empty() ? std::string("operation") : op.label;
+  const bool collective = op.collective();
   auto afterLast = [&] {
     return s.lastSeq > 0 ? cat("after completing collective seq ", s.lastSeq)
                          : std::string("before completing any collective");
@@ -175,11 +177,7 @@ Error Communicator::describePeerGone(int peer, const PeerState& s) const {
   return b.peer(peer).build();
 }
 
-Error Communicator::describeMismatch(const ExchangeFault& f) const {
-  return mismatchError(f.peer, f.expected, f.received);
-}
-
-Error Communicator::mismatchError(int peer, const FrameHeader& mine, const FrameHeader& theirs) const {
+Error FaultReporter::mismatch(int peer, const FrameHeader& mine, const FrameHeader& theirs) const {
   const bool collective = !isP2p(mine);
   if (!collective && isP2p(theirs) && mine.seq == theirs.seq) {
     // The matched send and receive of one pair disagree on the message:
@@ -211,16 +209,16 @@ Error Communicator::mismatchError(int peer, const FrameHeader& mine, const Frame
   return b.build();
 }
 
-std::string Communicator::describeUnreceived(const FrameHeader& h) {
+std::string FaultReporter::describeUnreceived(const FrameHeader& h) {
   if (!isP2p(h)) return cat("a message of ", describeHeader(h));
   return cat("its ", describeHeader(h), ", after collective seq ", h.sentAfterSeq, ",");
 }
 
-std::string Communicator::describeWhereOthersAre(const ExchangeFault& f, int64_t seq) {
+std::string FaultReporter::describeWhereOthersAre(const ExchangeFault& f, int64_t seq) {
   // Collectives need everyone: ask every peer. Point-to-point: the ones we wait on.
   std::vector<int> asked;
   if (seq >= 0) {
-    asked = allPeers_;
+    asked.assign(allPeers_.begin(), allPeers_.end());
   } else {
     for (const auto& p : f.pending) asked.push_back(p.peer);
   }
@@ -262,7 +260,7 @@ std::string Communicator::describeWhereOthersAre(const ExchangeFault& f, int64_t
   return out.empty() ? std::string("every peer answered and none is behind") : out;
 }
 
-int Communicator::rootCauseFor(int peer, int64_t seq) const {
+int FaultReporter::rootCauseFor(int peer, int64_t seq) const {
   PeerState s = control_.peer(peer);
   if (!s.leftBecauseOfAnother()) return peer;
   // It left because another rank failed: name that one if we know it.
@@ -270,61 +268,38 @@ int Communicator::rootCauseFor(int peer, int64_t seq) const {
   return gone.empty() ? peer : gone.front();
 }
 
-std::string Communicator::abortReason() const {
-  std::lock_guard lock(errorMutex_);
-  return abortReason_.empty() ? "vigilCommAbort" : abortReason_;  // empty: the abort is a moment old
-}
-
-void Communicator::failOp(const ExchangeFault& f) {
-  const bool collective = op_.header.kind == static_cast<uint8_t>(FrameKind::Collective);
-  const int64_t seq = collective ? static_cast<int64_t>(op_.header.seq) : -1;
+FaultReporter::Verdict FaultReporter::judge(const ExchangeFault& f, const OpState& op) {
+  const int64_t seq = op.collectiveSeq();
   using Kind = ExchangeFault::Kind;
   switch (f.kind) {
-    case Kind::None: break;
-    case Kind::Fatal: {
-      State s = state_.load();
-      if (s == State::Aborted || s == State::Destroyed) {
-        const std::string how = s == State::Aborted ? "aborted (" + abortReason() + ")" : "destroyed";
-        Error e = error(Errc::CommAborted)
-                      .op(op_.label, seq)
-                      .cause("the communicator was ", how, " while this operation waited")
-                      .build();
-        throw poisonWith(e, false);
-      }
-      if (std::optional<Error> stored = asyncError()) throw *stored;  // found by the control thread
-      if (auto failed = control_.firstFailure()) {
-        Error e = describePeerGone(failed->first, failed->second);
-        throw poisonWith(e, false);
-      }
-      Error e = error(Errc::CommAborted).op(op_.label, seq).build();
-      throw poisonWith(e, false);
-    }
+    case Kind::None:
+    case Kind::Fatal: break;  // the lifecycle's (Communicator::failOp)
     case Kind::PeerGone: {
       const int blamed = rootCauseFor(f.peer, seq);
       const PeerState state = control_.peer(blamed);
-      Error e = describePeerGone(blamed, state);
+      Error e = peerGone(blamed, state, op);
       // A finalizing peer still listens: it learns why its finalize cannot complete.
-      throw poisonWith(e, state.finalizing);
+      return {e, state.finalizing};
     }
     case Kind::PeerClosed: {
       // The data socket closed first; the control plane knows why (goodbye or not).
       PeerState s = control_.waitVerdict(f.peer, Deadline::afterMs(kVerdictWaitMs));
       const int blamed = rootCauseFor(f.peer, seq);
-      Error e = describePeerGone(blamed, blamed == f.peer ? s : control_.peer(blamed));
-      throw poisonWith(e, false);
+      Error e = peerGone(blamed, blamed == f.peer ? s : control_.peer(blamed), op);
+      return {e, false};
     }
     case Kind::HeaderMismatch: {
-      Error e = describeMismatch(f);
-      throw poisonWith(e, true);
+      Error e = mismatch(f.peer, f.expected, f.received);
+      return {e, true};
     }
     case Kind::Protocol: {
       Error e = error(Errc::PeerProtocol)
-                    .op(op_.label, seq)
+                    .op(op.label, seq)
                     .peer(f.peer)
                     .cause(describePeer(f.peer), " sent a data frame without vigil's frame magic (got 0x", std::hex,
                            f.received.magic, std::dec, ")")
                     .build();
-      throw poisonWith(e, true);
+      return {e, true};
     }
     case Kind::TimedOut: {
       std::string waits;
@@ -332,31 +307,59 @@ void Communicator::failOp(const ExchangeFault& f) {
         waits += cat(waits.empty() ? "" : "; ", p.isSend ? "sending to " : "receiving from ", rankLabel(p.peer), " (",
                      p.bytesLeft, " bytes left)");
       }
-      const double waited = secondsSince(op_.start);
+      const double waited = secondsSince(op.start);
       std::string where = describeWhereOthersAre(f, seq);
       where[0] = static_cast<char>(std::toupper(static_cast<unsigned char>(where[0])));
       // The peer it waits for, when it waits for one only.
       int waitedFor = f.pending.empty() ? -1 : f.pending.front().peer;
       for (const auto& p : f.pending) waitedFor = p.peer == waitedFor ? waitedFor : -1;
       Error e = error(Errc::OpTimeout)
-                    .op(op_.label, seq)
+                    .op(op.label, seq)
                     .peer(waitedFor)
                     .cause("timed out: ran ", cat(waited).substr(0, 5), " s on rank ", rank_, ", past the timeout of ",
                            config_.timeoutMs, " ms (", config_.timeoutSource, "); still ", waits, ". ", where)
                     .build();
-      throw poisonWith(e, true);  // then every peer stops too: the communicator is aborted
+      return {e, true};  // then every peer stops too: the communicator is aborted
     }
     case Kind::IoError: {
       Error e = error(Errc::NetSyscall)
-                    .op(op_.label, seq)
+                    .op(op.label, seq)
                     .peer(f.peer)
                     .cause("socket I/O with ", f.peer >= 0 ? describePeer(f.peer) : std::string("peers"),
                            " failed: ", errnoText(f.err))
                     .build();
-      throw poisonWith(e, true);
+      return {e, true};
     }
   }
-  throw error(Errc::Internal).op(op_.label, seq).cause("failOp called without a fault").build();
+  return {error(Errc::Internal).op(op.label, seq).cause("judge called without a fault").build(), false};
+}
+
+std::vector<int> FaultReporter::gonePeersByCause(int64_t seq) const {
+  std::vector<int> out = collectGonePeers(seq);
+  if (!out.empty()) {
+    PeerState first = control_.peer(out.front());
+    if (first.leftBecauseOfAnother()) {
+      // Only ranks that left because of someone else are known yet: the
+      // news of that someone is on its way (it was sent first). Wait for it
+      // briefly, so the report names the root cause, not a bystander.
+      if (control_.waitRootCause(Deadline::afterMs(kRootCauseWaitMs))) out = collectGonePeers(seq);
+    }
+  }
+  return out;
+}
+
+std::vector<int> FaultReporter::collectGonePeers(int64_t seq) const {
+  std::vector<int> out;
+  std::vector<int> cascade;                 // they left because of someone else: blame them last
+  for (int p : control_.peersNotAlive()) {  // earliest first
+    PeerState s = control_.peer(p);
+    if (s.status == PeerState::Status::Left && seq >= 0 && s.lastSeq >= seq) continue;  // it finished this op
+    if (s.status == PeerState::Status::Alive && s.finalizing && seq >= 0 && s.lastSeq >= seq) continue;
+    const bool followed = s.leftBecauseOfAnother();
+    (followed ? cascade : out).push_back(p);
+  }
+  out.insert(out.end(), cascade.begin(), cascade.end());
+  return out;
 }
 
 }  // namespace vigil

@@ -170,8 +170,8 @@ void Communicator::runHierarchical(const OpDesc& op) {
   } catch (const Hierarchy::StepFailure& f) {
     // A rank that left or failed this communicator is the root cause: the
     // step's own error may only name the rank that heard of it first.
-    if (std::vector<int> gone = gonePeersByCause(static_cast<int64_t>(op_.header.seq)); !gone.empty()) {
-      Error root = describePeerGone(gone.front(), control_.peer(gone.front()));
+    if (std::vector<int> gone = faults_.gonePeersByCause(static_cast<int64_t>(op_.header.seq)); !gone.empty()) {
+      Error root = faults_.peerGone(gone.front(), control_.peer(gone.front()), op_);
       hier_->failSteps(root);
       throw poisonWith(root, true);
     }

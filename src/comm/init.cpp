@@ -108,6 +108,7 @@ Communicator::Communicator(int rank, int nranks, CommConfig config, std::string 
         }
         return peers;
       }()),
+      faults_(rank_, nranks_, name_, config_, peers_, control_, allPeers_),
       algoOverrides_(algo::AlgoOverrides::parse(config_.algoText)),
       recorder_(static_cast<size_t>(processConfig().flightRecorder)),
       dumpDir_(processConfig().dumpDir) {

@@ -97,7 +97,7 @@ void Communicator::checkSplitMembers(std::span<const int> members) {
     const PeerState peer = control_.peer(gone);
     const bool member = std::find(members.begin(), members.end(), gone) != members.end();
     if (!member || peer.status == PeerState::Status::Alive) continue;  // not ours, or only finalizing
-    Error e = describePeerGone(gone, peer);
+    Error e = faults_.peerGone(gone, peer, op_);
     {
       std::lock_guard lock(errorMutex_);
       lastCause_ = e;  // what a goodbye of ours quotes
