@@ -297,11 +297,11 @@ py::array combine(Comm& comm, const py::object& handleOrDispatch, const py::obje
   return result;
 }
 
-}  // namespace
+using CommClass = py::class_<Comm, std::shared_ptr<Comm>>;
 
-void registerMoe(py::module_& m, py::class_<Comm, std::shared_ptr<Comm>>& cls) {
-  py::options options;
-  options.disable_function_signatures();
+// vigil.MoeQuantMode and vigil.MoeExpertTokenNums: named values for MoeConfig's
+// quant_mode and expert_token_nums_type.
+void registerMoeEnums(py::module_& m) {
   py::enum_<vigilMoeQuantMode_t>(m, "MoeQuantMode",
                                  "MoeConfig.quant_mode (vigilMoeQuantMode_t); the integers 0 and 2 work too.")
       .value("NONE", vigilMoeQuantNone, "Rows travel in their type.")
@@ -311,6 +311,11 @@ void registerMoe(py::module_& m, py::class_<Comm, std::shared_ptr<Comm>>& cls) {
       "MoeConfig.expert_token_nums_type (vigilMoeExpertTokenNumsType_t); the integers 0 and 1 work too.")
       .value("PREFIX_SUM", vigilMoeExpertTokenNumsPrefixSum, "Rows of local experts 0..j (inclusive prefix sum).")
       .value("COUNT", vigilMoeExpertTokenNumsCount, "Rows of local expert j.");
+}
+
+// vigil.MoeConfig: the keyword-only constructor, the fields and the layout
+// queries required_rows and local_experts.
+void registerMoeConfigClass(py::module_& m) {
   py::class_<MoeConfig>(m, "MoeConfig",
                         "MoeConfig(*, moe_expert_num, hidden, top_k, max_tokens_per_rank, shared_expert_num=0,\n"
                         "          shared_expert_rank_num=0, quant_mode=0, expert_token_nums_type=1,\n"
@@ -353,13 +358,19 @@ void registerMoe(py::module_& m, py::class_<Comm, std::shared_ptr<Comm>>& cls) {
           "The most rows `rank` can receive (vigilMoeRequiredRows), or -1 for a layout dispatch refuses.")
       .def("local_experts", &MoeConfig::localExperts, py::arg("world_size"), py::arg("rank"),
            "local_experts(world_size, rank) -> int\n\nThe experts `rank` holds (1 on a shared-expert rank).");
+}
 
+// vigil.MoeHandle: the routing a dispatch hands to its combine.
+void registerMoeHandleClass(py::module_& m) {
   py::class_<MoeHandle, std::shared_ptr<MoeHandle>>(
       m, "MoeHandle", "The routing of one moe_dispatch, for its moe_combine (vigilMoeHandle_t).")
       .def_property_readonly("recv_rows", &MoeHandle::recvRows, "Rows this rank received.")
       .def_property_readonly("tokens", &MoeHandle::bs, "This rank's tokens (bs).")
       .def("close", &MoeHandle::close, "close()\n\nFrees the routing now (otherwise when the handle is collected).");
+}
 
+// vigil.MoeDispatch: the read-only outputs of moe_dispatch.
+void registerMoeDispatchClass(py::module_& m) {
   py::class_<MoeDispatch>(m, "MoeDispatch",
                           "What moe_dispatch returns: the received rows, grouped by local expert, and the handle.")
       .def_readonly("expand_x", &MoeDispatch::expandX,
@@ -375,7 +386,10 @@ void registerMoe(py::module_& m, py::class_<Comm, std::shared_ptr<Comm>>& cls) {
                     "[local experts, world size] int32: inclusive prefix sums over (local expert, source rank).")
       .def_readonly("recv_rows", &MoeDispatch::recvRows, "Rows received (len(expand_x)).")
       .def_readonly("handle", &MoeDispatch::handle, "The MoeHandle to pass to moe_combine.");
+}
 
+// Communicator.moe_dispatch.
+void registerDispatchMethod(CommClass& cls) {
   cls.def("moe_dispatch", &dispatch, py::arg("x"), py::arg("expert_ids"), py::arg("config"), py::kw_only(),
           py::arg("expert_scales") = py::none(), py::arg("active_mask") = py::none(),
           py::arg("smooth_scales") = py::none(), py::arg("dtype") = py::none(),
@@ -399,6 +413,10 @@ void registerMoe(py::module_& m, py::class_<Comm, std::shared_ptr<Comm>>& cls) {
           "(VG-MOE-001..004);\n"
           "    the peers then raise RemoteError (VG-MOE-006) naming this rank: all ranks return together.\n"
           "MismatchError, RemoteError\n    When ranks disagree (VG-MOE-005) or a peer refused (VG-MOE-006).");
+}
+
+// Communicator.moe_combine.
+void registerCombineMethod(CommClass& cls) {
   cls.def("moe_combine", &combine, py::arg("handle"), py::arg("expert_out"), py::kw_only(),
           py::arg("expert_scales") = py::none(), py::arg("shared_expert_x") = py::none(), py::arg("out") = py::none(),
           py::arg("dtype") = py::none(),
@@ -416,6 +434,21 @@ void registerMoe(py::module_& m, py::class_<Comm, std::shared_ptr<Comm>>& cls) {
           "out : numpy.ndarray, optional\n    [bs, hidden], expert_out's dtype; None: a new array.\n"
           "dtype : str, optional\n    'bfloat16' for uint16 rows.\n\n"
           "Returns\n-------\nnumpy.ndarray\n    [bs, hidden] combined tokens (0 for a token with no active slot).");
+}
+
+}  // namespace
+
+void registerMoe(py::module_& m, CommClass& cls) {
+  // Each docstring starts with its own signature line. The options hold for
+  // every registration below, so they live until the last one.
+  py::options options;
+  options.disable_function_signatures();
+  registerMoeEnums(m);
+  registerMoeConfigClass(m);
+  registerMoeHandleClass(m);
+  registerMoeDispatchClass(m);
+  registerDispatchMethod(cls);
+  registerCombineMethod(cls);
 }
 
 }  // namespace vigil::python

@@ -6,7 +6,8 @@
 #include <cerrno>
 #include <charconv>
 #include <cstring>
-#include <optional>
+#include <string_view>
+#include <utility>
 
 #include "bootstrap/root_server.hpp"
 #include "core/errors.hpp"
@@ -45,15 +46,15 @@ JobToken derivedToken(const std::string& seed) {
   return token;
 }
 
-}  // namespace
+// The value of `var`, or null when it is unset or empty.
+const char* envValue(const EnvLookup& lookup, const char* var) {
+  const char* v = lookup(var);
+  return v != nullptr && *v != '\0' ? v : nullptr;
+}
 
-LaunchEnv resolveLaunchEnv(const EnvLookup& lookup) {
-  auto get = [&](const char* var) -> const char* {
-    const char* v = lookup(var);
-    return v != nullptr && *v != '\0' ? v : nullptr;
-  };
-  LaunchEnv env;
-  // Rank and size: the first launcher whose pair is complete.
+// Rank and size: the first launcher whose pair is complete. Throws when a
+// pair is half set, when no launcher set one, or for a rank outside the world.
+void readRankAndSize(const EnvLookup& lookup, LaunchEnv& env) {
   struct Pair {
     const char* rank;
     const char* size;
@@ -64,8 +65,8 @@ LaunchEnv resolveLaunchEnv(const EnvLookup& lookup) {
                         {"OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE", "Open MPI"},
                         {"SLURM_PROCID", "SLURM_NTASKS", "SLURM"}};
   for (const Pair& p : pairs) {
-    const char* r = get(p.rank);
-    const char* s = get(p.size);
+    const char* r = envValue(lookup, p.rank);
+    const char* s = envValue(lookup, p.size);
     if (r == nullptr && s == nullptr) continue;
     if (r == nullptr || s == nullptr) {
       ErrorBuilder(Errc::BootBadLauncherEnv)
@@ -93,36 +94,53 @@ LaunchEnv resolveLaunchEnv(const EnvLookup& lookup) {
         .cause("rank ", env.rank, " is not below the world size ", env.nranks, " (from ", env.launcher, ")")
         .raise();
   }
+}
 
-  if (const char* hex = get("VIGIL_ROOT_INFO")) {
-    env.root = RootInfo::decode(rootInfoFromHex(hex));
-    env.secretToken = true;
-    return env;
-  }
-  // Address-based: rank 0 hosts the root at a well-known address.
+// The root's host as given and its port, of an address-based launch.
+struct RootEndpoint {
   std::string host;
-  std::optional<int> port;
-  if (const char* addr = get("VIGIL_ROOT_ADDR")) {
-    std::string_view v(addr);
-    size_t colon = v.rfind(':');
-    if (colon == std::string_view::npos) {
-      ErrorBuilder(Errc::BootBadLauncherEnv).op("init").cause("VIGIL_ROOT_ADDR='", addr, "' is not host:port").raise();
-    }
-    host = std::string(v.substr(0, colon));
-    if (host.size() > 2 && host.front() == '[' && host.back() == ']') host = host.substr(1, host.size() - 2);
-    port = parseNonNegative("VIGIL_ROOT_ADDR (port)", std::string(v.substr(colon + 1)).c_str());
-  } else if (const char* master = get("MASTER_ADDR")) {
-    host = master;
-    const char* p = get("MASTER_PORT");
-    if (p == nullptr) {
-      ErrorBuilder(Errc::BootBadLauncherEnv).op("init").cause("MASTER_ADDR is set but MASTER_PORT is not").raise();
-    }
-    port = parseNonNegative("MASTER_PORT", p);
-    // torchrun's agent already serves its store on MASTER_PORT.
-    if (const char* agent = get("TORCHELASTIC_USE_AGENT_STORE"); agent && std::string_view(agent) == "True") {
-      ++*port;
-    }
-    if (const char* own = get("VIGIL_ROOT_PORT")) port = parseNonNegative("VIGIL_ROOT_PORT", own);
+  int port = 0;
+};
+
+// VIGIL_ROOT_ADDR=host:port; an IPv6 host may come in brackets.
+RootEndpoint parseRootAddr(const char* addr) {
+  std::string_view v(addr);
+  size_t colon = v.rfind(':');
+  if (colon == std::string_view::npos) {
+    ErrorBuilder(Errc::BootBadLauncherEnv).op("init").cause("VIGIL_ROOT_ADDR='", addr, "' is not host:port").raise();
+  }
+  std::string host(v.substr(0, colon));
+  if (host.size() > 2 && host.front() == '[' && host.back() == ']') host = host.substr(1, host.size() - 2);
+  return {std::move(host), parseNonNegative("VIGIL_ROOT_ADDR (port)", std::string(v.substr(colon + 1)).c_str())};
+}
+
+// torchrun's MASTER_ADDR/MASTER_PORT, moved past its agent's store, or to
+// VIGIL_ROOT_PORT when that is set.
+RootEndpoint masterEndpoint(const EnvLookup& lookup, const char* master) {
+  RootEndpoint endpoint;
+  endpoint.host = master;
+  const char* p = envValue(lookup, "MASTER_PORT");
+  if (p == nullptr) {
+    ErrorBuilder(Errc::BootBadLauncherEnv).op("init").cause("MASTER_ADDR is set but MASTER_PORT is not").raise();
+  }
+  endpoint.port = parseNonNegative("MASTER_PORT", p);
+  // torchrun's agent already serves its store on MASTER_PORT.
+  if (const char* agent = envValue(lookup, "TORCHELASTIC_USE_AGENT_STORE");
+      agent && std::string_view(agent) == "True") {
+    ++endpoint.port;
+  }
+  if (const char* own = envValue(lookup, "VIGIL_ROOT_PORT")) endpoint.port = parseNonNegative("VIGIL_ROOT_PORT", own);
+  return endpoint;
+}
+
+// Address-based: rank 0 hosts the root at a well-known address, from
+// VIGIL_ROOT_ADDR or else MASTER_ADDR/MASTER_PORT.
+RootEndpoint addressedRoot(const EnvLookup& lookup, const LaunchEnv& env) {
+  RootEndpoint endpoint;
+  if (const char* addr = envValue(lookup, "VIGIL_ROOT_ADDR")) {
+    endpoint = parseRootAddr(addr);
+  } else if (const char* master = envValue(lookup, "MASTER_ADDR")) {
+    endpoint = masterEndpoint(lookup, master);
   } else {
     ErrorBuilder(Errc::BootBadLauncherEnv)
         .op("init")
@@ -132,18 +150,38 @@ LaunchEnv resolveLaunchEnv(const EnvLookup& lookup) {
             "set VIGIL_ROOT_ADDR=host:port (rank 0's host and a free port) for every rank, or launch with vigil-run")
         .raise();
   }
-  if (*port < 1 || *port > 65535) {
-    ErrorBuilder(Errc::BootBadLauncherEnv).op("init").cause("root port ", *port, " is outside 1-65535").raise();
+  if (endpoint.port < 1 || endpoint.port > 65535) {
+    ErrorBuilder(Errc::BootBadLauncherEnv).op("init").cause("root port ", endpoint.port, " is outside 1-65535").raise();
   }
-  env.root.address = resolveAddress(host, static_cast<uint16_t>(*port));
-  std::string seed = cat(host, ":", *port, "/", env.nranks);
+  return endpoint;
+}
+
+// What derivedToken mixes: the root address, the world size and whatever
+// job id the launcher set.
+std::string tokenSeed(const EnvLookup& lookup, const RootEndpoint& endpoint, int nranks) {
+  std::string seed = cat(endpoint.host, ":", endpoint.port, "/", nranks);
   for (const char* var :
        {"VIGIL_JOB_TOKEN", "TORCHELASTIC_RUN_ID", "SLURM_JOB_ID", "SLURM_STEP_ID", "OMPI_MCA_ess_base_jobid"}) {
-    if (const char* v = get(var)) seed += cat("/", var, "=", v);
+    if (const char* v = envValue(lookup, var)) seed += cat("/", var, "=", v);
   }
-  env.root.token = derivedToken(seed);
-  env.rootHost = host;
-  env.secretToken = get("VIGIL_JOB_TOKEN") != nullptr;
+  return seed;
+}
+
+}  // namespace
+
+LaunchEnv resolveLaunchEnv(const EnvLookup& lookup) {
+  LaunchEnv env;
+  readRankAndSize(lookup, env);
+  if (const char* hex = envValue(lookup, "VIGIL_ROOT_INFO")) {
+    env.root = RootInfo::decode(rootInfoFromHex(hex));
+    env.secretToken = true;
+    return env;
+  }
+  const RootEndpoint endpoint = addressedRoot(lookup, env);
+  env.root.address = resolveAddress(endpoint.host, static_cast<uint16_t>(endpoint.port));
+  env.root.token = derivedToken(tokenSeed(lookup, endpoint, env.nranks));
+  env.rootHost = endpoint.host;
+  env.secretToken = envValue(lookup, "VIGIL_JOB_TOKEN") != nullptr;
   env.hostsRoot = env.rank == 0;
   return env;
 }

@@ -107,8 +107,70 @@ const std::string& localHostId() {
   return id;
 }
 
-std::vector<PeerInfo> rendezvous(const SocketAddress& root, const JobToken& token, const Hello& hello,
-                                 Deadline deadline) {
+namespace {
+
+// VG-BOOT-011: the root at `root` went away; `what` says how.
+[[noreturn]] void raiseRootGone(const SocketAddress& root, const Hello& hello, const std::string& what) {
+  ErrorBuilder(Errc::BootRootFailed)
+      .rank(hello.rank, hello.nranks)
+      .op("init")
+      .cause("the rendezvous root at ", root.toString(), " ", what)
+      .raise();
+}
+
+// A connection to the root. The first attempt retries until the connect
+// timeout (VG-BOOT-002 if the root never accepts); a later one tries once,
+// and a root that refuses it has gone (VG-BOOT-011).
+Fd connectToRoot(const SocketAddress& root, const Hello& hello, Deadline deadline, int attempt) {
+  std::string lastError;
+  Fd fd = attempt == 0 ? connectWithRetry(root, deadline, -1, &lastError) : connectOnce(root, deadline, &lastError);
+  if (!fd && attempt == 0) {
+    ErrorBuilder(Errc::BootRootUnreachable)
+        .rank(hello.rank, hello.nranks)
+        .op("init")
+        .cause("could not connect to the rendezvous root at ", root.toString(), " within ", hello.connectTimeoutMs,
+               " ms (last error: ", lastError, ")")
+        .raise();
+  }
+  if (!fd) {
+    raiseRootGone(root, hello,
+                  cat("closed this rank's connection before answering and refuses new ones (", lastError,
+                      "): did its process exit?"));
+  }
+  return fd;
+}
+
+// Sends the preamble and the hello on `fd` and waits for the root's reply.
+// The returned status is that of the last send or receive: Done only with
+// the reply in the payload.
+ReceivedMessage exchangeHello(int fd, const Preamble& preamble, const std::vector<uint8_t>& helloBytes, int nranks,
+                              Deadline deadline, Deadline replyDeadline) {
+  ReceivedMessage msg;
+  IoStatus st = sendAll(fd, &preamble, sizeof preamble, deadline);
+  if (st == IoStatus::Done) st = sendMessage(fd, helloBytes, deadline);
+  while (st == IoStatus::Done) {
+    msg = recvMessage(fd, maxReplyBytes(nranks), replyDeadline);
+    st = msg.status;
+    // A root that does not trust the token alone asks for a confirmation first.
+    if (st != IoStatus::Done || !RendezvousReply::isConfirmRequest(msg.payload)) break;
+    st = sendMessage(fd, msg.payload, deadline);
+  }
+  msg.status = st;
+  return msg;
+}
+
+// What the root answered to this rank's hello, and after how many connections.
+struct RootAnswer {
+  ReceivedMessage msg;
+  int attempts = 0;
+};
+
+// Connects to the root, sends this rank's hello and waits for the answer.
+// A root at its limit of unidentified connections closes the oldest to make
+// room, maybe ours before it read the hello: then this rank connects again,
+// with a backoff, as long as the root still accepts connections. A root
+// that refuses them has gone, and that is said at once.
+RootAnswer askRoot(const SocketAddress& root, const JobToken& token, const Hello& hello, Deadline deadline) {
   Preamble preamble;
   preamble.kind = static_cast<uint16_t>(ConnKind::Rendezvous);
   preamble.wireVersion = hello.wireVersion;
@@ -120,71 +182,47 @@ std::vector<PeerInfo> rendezvous(const SocketAddress& root, const JobToken& toke
   // the first arrival, never later than ours); the grace covers clock skew
   // between its deadline and ours.
   Deadline replyDeadline(deadline.at() + std::chrono::seconds(5));
-  auto rootGone = [&](const std::string& what) {
-    ErrorBuilder(Errc::BootRootFailed)
-        .rank(hello.rank, hello.nranks)
-        .op("init")
-        .cause("the rendezvous root at ", root.toString(), " ", what)
-        .raise();
-  };
-  // A root at its limit of unidentified connections closes the oldest to make
-  // room, maybe ours before it read the hello: then this rank connects again,
-  // with a backoff, as long as the root still accepts connections. A root
-  // that refuses them has gone, and that is said at once.
-  ReceivedMessage msg;
-  std::string lastError;
+  RootAnswer answer;
   int backoffMs = 10;
-  int attempts = 0;
   for (int attempt = 0;; ++attempt) {
-    ++attempts;
-    Fd fd = attempt == 0 ? connectWithRetry(root, deadline, -1, &lastError) : connectOnce(root, deadline, &lastError);
-    if (!fd && attempt == 0) {
-      ErrorBuilder(Errc::BootRootUnreachable)
-          .rank(hello.rank, hello.nranks)
-          .op("init")
-          .cause("could not connect to the rendezvous root at ", root.toString(), " within ", hello.connectTimeoutMs,
-                 " ms (last error: ", lastError, ")")
-          .raise();
-    }
-    if (!fd) {
-      rootGone(cat("closed this rank's connection before answering and refuses new ones (", lastError,
-                   "): did its process exit?"));
-    }
-    IoStatus st = sendAll(fd.get(), &preamble, sizeof preamble, deadline);
-    if (st == IoStatus::Done) st = sendMessage(fd.get(), helloBytes, deadline);
-    while (st == IoStatus::Done) {
-      msg = recvMessage(fd.get(), maxReplyBytes(hello.nranks), replyDeadline);
-      st = msg.status;
-      // A root that does not trust the token alone asks for a confirmation first.
-      if (st != IoStatus::Done || !RendezvousReply::isConfirmRequest(msg.payload)) break;
-      st = sendMessage(fd.get(), msg.payload, deadline);
-    }
-    msg.status = st;
-    if (st != IoStatus::Closed || deadline.expired()) break;
+    ++answer.attempts;
+    Fd fd = connectToRoot(root, hello, deadline, attempt);
+    answer.msg = exchangeHello(fd.get(), preamble, helloBytes, hello.nranks, deadline, replyDeadline);
+    if (answer.msg.status != IoStatus::Closed || deadline.expired()) break;
     VIGIL_LOG_AT(LogLevel::Info, hello.rank, "the rendezvous root at ", root.toString(),
                  " closed the connection before answering (attempt ", attempt + 1, "); connecting again");
     pollfd none{-1, 0, 0};
     ::poll(&none, 0, std::min(backoffMs, deadline.pollTimeoutMs()));  // backoff, not synchronisation
     backoffMs = std::min(backoffMs * 2, 500);
   }
-  if (msg.status != IoStatus::Done) {
-    const bool timedOut = msg.status == IoStatus::TimedOut;
-    if (!timedOut && attempts > 1) {
-      rootGone(cat("closed this rank's connection before answering on each of ", attempts,
-                   " attempts until the connect timeout: it does not take this rank's hello (another job's "
-                   "token or root info? the root's log names the reason, VG-NET-004)"));
-    }
-    if (!timedOut) rootGone("closed the connection before answering (did its process exit?)");
-    ErrorBuilder(Errc::BootMissingRanks)
-        .rank(hello.rank, hello.nranks)
-        .op("init")
-        .cause("the rendezvous root at ", root.toString(),
-               " gave no answer before the connect timeout; the ranks that arrived are unknown to this rank")
-        .raise();
+  return answer;
+}
+
+// The root closed every connection before answering (VG-BOOT-011), or gave
+// no answer before the connect timeout (VG-BOOT-003).
+[[noreturn]] void raiseNoAnswer(const SocketAddress& root, const Hello& hello, const RootAnswer& answer) {
+  const bool timedOut = answer.msg.status == IoStatus::TimedOut;
+  if (!timedOut && answer.attempts > 1) {
+    raiseRootGone(root, hello,
+                  cat("closed this rank's connection before answering on each of ", answer.attempts,
+                      " attempts until the connect timeout: it does not take this rank's hello (another job's "
+                      "token or root info? the root's log names the reason, VG-NET-004)"));
   }
+  if (!timedOut) raiseRootGone(root, hello, "closed the connection before answering (did its process exit?)");
+  ErrorBuilder(Errc::BootMissingRanks)
+      .rank(hello.rank, hello.nranks)
+      .op("init")
+      .cause("the rendezvous root at ", root.toString(),
+             " gave no answer before the connect timeout; the ranks that arrived are unknown to this rank")
+      .raise();
+}
+
+// The table of all ranks from the root's reply, or the error it stands for:
+// a malformed reply or table (VG-PEER-004), or the root's refusal of this rank.
+std::vector<PeerInfo> peersFromReply(const std::vector<uint8_t>& payload, const Hello& hello) {
   RendezvousReply reply;
   try {
-    reply = RendezvousReply::decode(msg.payload);
+    reply = RendezvousReply::decode(payload);
   } catch (const WireFormatError& e) {
     ErrorBuilder(Errc::PeerProtocol)
         .rank(hello.rank, hello.nranks)
@@ -211,6 +249,15 @@ std::vector<PeerInfo> rendezvous(const SocketAddress& root, const JobToken& toke
         .raise();
   }
   return std::move(reply.peers);
+}
+
+}  // namespace
+
+std::vector<PeerInfo> rendezvous(const SocketAddress& root, const JobToken& token, const Hello& hello,
+                                 Deadline deadline) {
+  const RootAnswer answer = askRoot(root, token, hello, deadline);
+  if (answer.msg.status != IoStatus::Done) raiseNoAnswer(root, hello, answer);
+  return peersFromReply(answer.msg.payload, hello);
 }
 
 }  // namespace vigil
