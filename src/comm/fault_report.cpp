@@ -322,11 +322,12 @@ FaultReporter::Verdict FaultReporter::judge(const ExchangeFault& f, const OpStat
       return {e, true};  // then every peer stops too: the communicator is aborted
     }
     case Kind::IoError: {
-      Error e = error(Errc::NetSyscall)
+      Error e = error(f.ioErrc)
                     .op(op.label, seq)
                     .peer(f.peer)
-                    .cause("socket I/O with ", f.peer >= 0 ? describePeer(f.peer) : std::string("peers"),
-                           " failed: ", errnoText(f.err))
+                    .cause(f.detail.empty() ? "socket I/O" : "I/O", " with ",
+                           f.peer >= 0 ? describePeer(f.peer) : std::string("peers"),
+                           " failed: ", f.detail.empty() ? errnoText(f.err) : f.detail)
                     .build();
       return {e, true};
     }

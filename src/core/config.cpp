@@ -71,6 +71,7 @@ const char* toString(TransportKind kind) {
     case TransportKind::Auto: return "auto";
     case TransportKind::Tcp: return "tcp";
     case TransportKind::Shm: return "shm";
+    case TransportKind::Ucx: return "ucx";
   }
   return "?";
 }
@@ -102,8 +103,10 @@ EnvConfig EnvConfig::parse(const std::function<const char*(const char*)>& lookup
       cfg.transport = TransportKind::Tcp;
     } else if (t == "shm") {
       cfg.transport = TransportKind::Shm;
+    } else if (t == "ucx") {
+      cfg.transport = TransportKind::Ucx;
     } else {
-      raiseBadValue("VIGIL_TRANSPORT", v, "'auto', 'shm' or 'tcp'");
+      raiseBadValue("VIGIL_TRANSPORT", v, "'auto', 'shm', 'tcp' or 'ucx'");
     }
   }
   if (const char* v = get("VIGIL_FINGERPRINT")) cfg.fingerprint = parseSwitch("VIGIL_FINGERPRINT", v);

@@ -14,7 +14,7 @@
 namespace vigil {
 
 enum class LogLevel : int { Error = 0, Warn = 1, Info = 2, Debug = 3, Trace = 4 };
-enum class TransportKind : uint8_t { Auto = 0, Tcp = 1, Shm = 2 };
+enum class TransportKind : uint8_t { Auto = 0, Tcp = 1, Shm = 2, Ucx = 3 };
 
 const char* toString(LogLevel level);
 

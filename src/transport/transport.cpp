@@ -4,8 +4,12 @@
 #include "transport/transport.hpp"
 
 #include "core/strcat.hpp"
+#include "net/socket.hpp"
 #include "transport/shm_transport.hpp"
 #include "transport/tcp_transport.hpp"
+#if VIGIL_HAVE_UCX
+#include "transport/ucx_transport.hpp"
+#endif
 
 namespace vigil {
 
@@ -73,6 +77,35 @@ std::unique_ptr<Transport> connectShm(TransportSetup& setup) {
   return establishShm(setup.rank, setup.nranks, unique, setup.dataFds, setup.deadline);
 }
 
+bool shmAutoPicks(const TransportSetup& setup) {
+  return ranksElsewhere(setup).empty();
+}
+
+#if VIGIL_HAVE_UCX
+std::string ucxUnreachable(const TransportSetup&) {
+  std::string why;
+  return ucxAvailable(&why) ? std::string() : why;
+}
+// Across hosts with an RDMA device (InfiniBand, RoCE): what UCX is for.
+bool ucxAutoPicks(const TransportSetup& setup) {
+  return !ranksElsewhere(setup).empty() && rdmaDevicePresent() && ucxAvailable(nullptr);
+}
+#else
+std::string ucxUnreachable(const TransportSetup&) {
+  return "this libvigil was built without the ucx transport (UCX's headers, Debian libucx-dev, were not found)";
+}
+bool ucxAutoPicks(const TransportSetup&) {
+  return false;
+}
+std::unique_ptr<Transport> connectUcx(TransportSetup&) {
+  return nullptr;  // never called: ucxUnreachable refuses first
+}
+#endif
+
+bool tcpAutoPicks(const TransportSetup&) {
+  return true;
+}
+
 std::string tcpUnreachable(const TransportSetup&) {
   return {};  // the mesh's data connections exist: the rendezvous made sure of it
 }
@@ -88,14 +121,52 @@ constexpr TransportRow kTransports[] = {
      .capabilities = Capability::GatherScatter | Capability::LoadStore,
      .unreachable = shmUnreachable,
      .unavailable = Errc::NetShmUnavailable,
+     .autoPicks = shmAutoPicks,
      .connect = connectShm},
+    {.kind = TransportKind::Ucx,
+     .name = "ucx",
+     .description = "UCX tagged messages (verbs rc/ud/dc, tcp, shared memory; UCX_TLS chooses)",
+     .capabilities = static_cast<Capabilities>(Capability::GatherScatter),
+     .unreachable = ucxUnreachable,
+     .unavailable = Errc::NetUcx,
+     .autoPicks = ucxAutoPicks,
+     .vote = true,
+     .connect = connectUcx},
     {.kind = TransportKind::Tcp,
      .name = "tcp",
      .description = "one non-blocking data connection per peer",
      .capabilities = static_cast<Capabilities>(Capability::GatherScatter),
      .unreachable = tcpUnreachable,
+     .autoPicks = tcpAutoPicks,
      .connect = connectTcp},
 };
+
+// One byte to and from every peer over the data connections: true when
+// every rank said yes. Throws VG-BOOT-008 naming a rank that did not answer.
+bool everyRankSaysYes(const TransportSetup& setup, bool mine) {
+  const uint8_t vote = mine ? 1 : 0;
+  auto lost = [&](int peer) {
+    ErrorBuilder(Errc::BootMeshFailed)
+        .rank(setup.rank, setup.nranks)
+        .op("init")
+        .cause("rank ", peer, " did not answer while the ranks chose their transport (it failed or exited)")
+        .raise();
+  };
+  for (int p = 0; p < setup.nranks; ++p) {
+    if (p != setup.rank &&
+        sendAll(setup.dataFds[static_cast<size_t>(p)].get(), &vote, 1, setup.deadline) != IoStatus::Done) {
+      lost(p);
+    }
+  }
+  bool all = mine;
+  for (int p = 0; p < setup.nranks; ++p) {
+    if (p == setup.rank) continue;
+    uint8_t theirs = 0;
+    if (recvAll(setup.dataFds[static_cast<size_t>(p)].get(), &theirs, 1, setup.deadline) != IoStatus::Done) lost(p);
+    all &= theirs == 1;
+  }
+  return all;
+}
 
 const TransportRow& rowOf(TransportKind kind) {
   for (const TransportRow& row : kTransports) {
@@ -114,7 +185,9 @@ std::unique_ptr<Transport> connectTransport(TransportKind requested, TransportSe
   if (setup.nranks == 1) return connectTcp(setup);
   if (requested == TransportKind::Auto) {
     for (const TransportRow& row : kTransports) {
-      if (row.unreachable(setup).empty()) return row.connect(setup);
+      bool picked = row.autoPicks(setup);
+      if (row.vote) picked = everyRankSaysYes(setup, picked);
+      if (picked) return row.connect(setup);
     }
     ErrorBuilder(Errc::Internal)
         .rank(setup.rank, setup.nranks)

@@ -106,6 +106,10 @@ struct ExchangeFault {
   FrameHeader received{};
   size_t expectedBytes = 0;
   int err = 0;
+  // IoError: its id, and the transport library's own words when it has them
+  // (`UCX says "Endpoint timeout"`); empty: errnoText(err) says it.
+  Errc ioErrc = Errc::NetSyscall;
+  std::string detail;
   struct Pending {
     int peer;
     bool isSend;
@@ -252,6 +256,11 @@ struct TransportRow {
   std::string (*unreachable)(const TransportSetup& setup) = nullptr;
   // The error when VIGIL_TRANSPORT forces it where it cannot reach the ranks.
   Errc unavailable = Errc::Internal;
+  // Whether VIGIL_TRANSPORT=auto takes it (rows are asked in order).
+  bool (*autoPicks)(const TransportSetup& setup) = nullptr;
+  // autoPicks looks at this host alone (its devices): the ranks vote over
+  // their data connections and take it only if every rank says yes.
+  bool vote = false;
   // Throws vigil::Error (with the peers named) when the connection fails.
   std::unique_ptr<Transport> (*connect)(TransportSetup& setup) = nullptr;
 };
@@ -259,8 +268,8 @@ struct TransportRow {
 // Every transport, in order of preference for VIGIL_TRANSPORT=auto.
 std::span<const TransportRow> transportTable();
 
-// Connects the ranks over `requested` (auto: the first row that reaches
-// them all). A single rank needs no transport and gets tcp's empty one.
+// Connects the ranks over `requested` (auto: the first row that picks
+// itself, by vote of every rank where the row asks for one). A single rank needs no transport and gets tcp's empty one.
 // A forced transport that cannot reach the ranks throws its row's
 // `unavailable` id (shm: VG-NET-006) naming why. Every rank decides from the same rendezvous facts, so they agree.
 std::unique_ptr<Transport> connectTransport(TransportKind requested, TransportSetup& setup);

@@ -56,12 +56,15 @@ TEST(TransportTable, EveryRowIsComplete) {
     EXPECT_STRNE(r.description, "");
     EXPECT_NE(r.unreachable, nullptr);
     EXPECT_NE(r.connect, nullptr);
+    EXPECT_NE(r.autoPicks, nullptr);
     EXPECT_STREQ(toString(r.kind), r.name) << "the row's name is its VIGIL_TRANSPORT word";
   }
-  // auto prefers shared memory where it reaches every rank.
-  ASSERT_EQ(transportTable().size(), 2u);
+  // auto prefers shared memory where it reaches every rank, then UCX
+  // across hosts with an RDMA device, then tcp.
+  ASSERT_EQ(transportTable().size(), 3u);
   EXPECT_STREQ(transportTable()[0].name, "shm");
-  EXPECT_STREQ(transportTable()[1].name, "tcp");
+  EXPECT_STREQ(transportTable()[1].name, "ucx");
+  EXPECT_STREQ(transportTable()[2].name, "tcp");
 }
 
 TEST(TransportTable, OneRankGetsTcpWithoutConnections) {
@@ -104,7 +107,7 @@ struct Connected {
   bool loadStore[2] = {false, false};
 };
 
-Connected connectPairAndSend(TransportKind kind) {
+Connected connectPairAndSend(TransportKind kind, size_t floats = 1000) {
   int sv[2];
   if (::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) != 0) throw std::runtime_error("socketpair");
   Fd ends[2] = {Fd(sv[0]), Fd(sv[1])};
@@ -114,7 +117,8 @@ Connected connectPairAndSend(TransportKind kind) {
   JobToken token{};
   token[0] = 0x5a;
   Connected out;
-  std::vector<float> sent(1000), received(1000, -1.0f);
+  std::vector<float> sent(floats), received(floats, -1.0f);
+  const size_t firstPiece = floats * 2 / 5;
   std::iota(sent.begin(), sent.end(), 0.5f);
   auto rank = [&](int me) {
     std::vector<Fd> fds(2);
@@ -131,9 +135,9 @@ Connected connectPairAndSend(TransportKind kind) {
     header.count = sent.size();
     QuietWatch watch;
     // The payload in two pieces: gathered on the way out, scattered on the way in.
-    IoSegment pieces[2] = {
-        {me == 0 ? static_cast<void*>(sent.data()) : received.data(), 400 * sizeof(float)},
-        {me == 0 ? static_cast<void*>(sent.data() + 400) : received.data() + 400, 600 * sizeof(float)}};
+    IoSegment pieces[2] = {{me == 0 ? static_cast<void*>(sent.data()) : received.data(), firstPiece * sizeof(float)},
+                           {me == 0 ? static_cast<void*>(sent.data() + firstPiece) : received.data() + firstPiece,
+                            (floats - firstPiece) * sizeof(float)}};
     Transfer transfer = me == 0 ? Transfer::send(1, sent.data(), sizeof(float) * sent.size())
                                 : Transfer::recv(0, received.data(), sizeof(float) * received.size());
     transfer.segments = pieces;
@@ -168,6 +172,37 @@ TEST(TransportInterface, TcpConnectsTwoRanksAndMovesAGatheredMessage) {
     EXPECT_FALSE(c.loadStore[r]);
   }
 }
+
+#if VIGIL_HAVE_UCX
+// Small (with its header in one send) and large (header, then the payload
+// straight into the pieces) messages over UCX.
+TEST(TransportInterface, UcxConnectsTwoRanksAndMovesSmallAndLargeGatheredMessages) {
+  for (size_t floats : {size_t{1000}, size_t{1} << 20}) {
+    SCOPED_TRACE(floats);
+    const Connected c = connectPairAndSend(TransportKind::Ucx, floats);
+    for (int r = 0; r < 2; ++r) {
+      EXPECT_EQ(c.name[r], "ucx");
+      EXPECT_EQ(c.caps[r], row("ucx").capabilities);
+      EXPECT_FALSE(c.loadStore[r]);
+    }
+  }
+}
+#else
+TEST(TransportTable, UcxWithoutUcxSaysWhatIsMissing) {
+  const std::vector<PeerInfo> peers = peersOn({"a", "b"});
+  const JobToken token{};
+  std::vector<Fd> fds(2);
+  TransportSetup setup{
+      .rank = 0, .nranks = 2, .peers = peers, .token = token, .dataFds = fds, .deadline = Deadline::afterMs(10000)};
+  try {
+    connectTransport(TransportKind::Ucx, setup);
+    FAIL() << "a build without UCX must refuse VIGIL_TRANSPORT=ucx";
+  } catch (const Error& e) {
+    EXPECT_STREQ(e.id(), "VG-NET-007");
+    EXPECT_NE(e.text().find("built without the ucx transport"), std::string::npos) << e.text();
+  }
+}
+#endif
 
 }  // namespace
 }  // namespace vigil

@@ -1,0 +1,67 @@
+#include "transport/ucx_api.hpp"
+
+#include <dlfcn.h>
+
+#include <mutex>
+
+#include "core/strcat.hpp"
+
+namespace vigil::ucx {
+
+namespace {
+
+struct Loaded {
+  Api api{};
+  bool ok = false;
+  std::string why;
+};
+
+// Resolves `name` into `slot`; false (with `why`) when the library lacks it.
+template <class Fn>
+bool resolve(void* lib, const char* name, Fn& slot, std::string& why) {
+  slot = reinterpret_cast<Fn>(::dlsym(lib, name));
+  if (slot == nullptr) why = cat("libucp.so.0 has no symbol ", name, " (UCX older than 1.10?)");
+  return slot != nullptr;
+}
+
+Loaded loadOnce() {
+  Loaded l;
+  // Never unloaded: UCX keeps threads and handlers for the process's life.
+  void* lib = ::dlopen("libucp.so.0", RTLD_NOW | RTLD_LOCAL);
+  if (lib == nullptr) {
+    const char* err = ::dlerror();
+    l.why = cat("cannot load libucp.so.0 (", err != nullptr ? err : "unknown error", ")");
+    return l;
+  }
+  Api& a = l.api;
+  l.ok =
+      resolve(lib, "ucp_config_read", a.configRead, l.why) &&
+      resolve(lib, "ucp_config_release", a.configRelease, l.why) &&
+      resolve(lib, "ucp_init_version", a.initVersion, l.why) && resolve(lib, "ucp_cleanup", a.cleanup, l.why) &&
+      resolve(lib, "ucp_worker_create", a.workerCreate, l.why) &&
+      resolve(lib, "ucp_worker_destroy", a.workerDestroy, l.why) &&
+      resolve(lib, "ucp_worker_get_address", a.workerGetAddress, l.why) &&
+      resolve(lib, "ucp_worker_release_address", a.workerReleaseAddress, l.why) &&
+      resolve(lib, "ucp_worker_get_efd", a.workerGetEfd, l.why) && resolve(lib, "ucp_worker_arm", a.workerArm, l.why) &&
+      resolve(lib, "ucp_worker_progress", a.workerProgress, l.why) &&
+      resolve(lib, "ucp_ep_create", a.epCreate, l.why) && resolve(lib, "ucp_ep_close_nbx", a.epCloseNbx, l.why) &&
+      resolve(lib, "ucp_tag_send_nbx", a.tagSendNbx, l.why) && resolve(lib, "ucp_tag_recv_nbx", a.tagRecvNbx, l.why) &&
+      resolve(lib, "ucp_tag_probe_nb", a.tagProbeNb, l.why) &&
+      resolve(lib, "ucp_tag_msg_recv_nbx", a.tagMsgRecvNbx, l.why) &&
+      resolve(lib, "ucp_tag_recv_request_test", a.tagRecvRequestTest, l.why) &&
+      resolve(lib, "ucp_request_check_status", a.requestCheckStatus, l.why) &&
+      resolve(lib, "ucp_request_cancel", a.requestCancel, l.why) &&
+      resolve(lib, "ucp_request_free", a.requestFree, l.why) &&
+      resolve(lib, "ucs_status_string", a.statusString, l.why);
+  return l;
+}
+
+}  // namespace
+
+const Api* load(std::string* why) {
+  static const Loaded loaded = loadOnce();  // thread-safe once
+  if (!loaded.ok && why != nullptr) *why = loaded.why;
+  return loaded.ok ? &loaded.api : nullptr;
+}
+
+}  // namespace vigil::ucx

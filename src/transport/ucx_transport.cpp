@@ -1,0 +1,657 @@
+#include "transport/ucx_transport.hpp"
+
+#include <dirent.h>
+#include <poll.h>
+#include <sched.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <deque>
+#include <thread>
+
+#include "core/strcat.hpp"
+#include "net/event_fd.hpp"
+#include "net/socket.hpp"
+#include "transport/ucx_api.hpp"
+
+namespace vigil {
+
+namespace {
+
+constexpr size_t kHeaderBytes = sizeof(FrameHeader);
+// Up to this many payload bytes travel in one send with their header.
+constexpr size_t kEagerBytes = 8192;
+constexpr size_t kBounceBytes = kHeaderBytes + kEagerBytes;
+// How long teardown and cancellation wait for UCX to let go of buffers.
+constexpr int kQuiesceMs = 2000;
+
+// Before sleeping, a waiter progresses the worker this many times: spinning
+// pays only when every rank can have a core (else the awaited rank needs
+// this one), then it yields the core a few times.
+int spinIterationsFor(int nranks) {
+  const unsigned cores = std::max(1u, std::thread::hardware_concurrency());
+  return static_cast<unsigned>(nranks) <= cores ? 2000 : 16;
+}
+constexpr int kYields = 16;
+
+enum TagKind : uint64_t { kHeaderTag = 0, kPayloadTag = 1, kHelloTag = 2 };
+constexpr ucp_tag_t kFullMask = ~ucp_tag_t{0};
+constexpr ucp_tag_t tagOf(int sender, TagKind kind) {
+  return (static_cast<ucp_tag_t>(static_cast<uint32_t>(sender)) << 32) | kind;
+}
+
+// Statuses that mean the peer (or the path to it) is gone.
+bool peerLost(ucs_status_t s) {
+  return s == UCS_ERR_CONNECTION_RESET || s == UCS_ERR_ENDPOINT_TIMEOUT || s == UCS_ERR_UNREACHABLE ||
+         s == UCS_ERR_REJECTED || s == UCS_ERR_CANCELED || s == UCS_ERR_NOT_CONNECTED;
+}
+
+// Where an endpoint's error handler marks its peer failed.
+struct PeerSlot {
+  ucs_status_t failed = UCS_OK;
+};
+
+class UcxTransport final : public Transport {
+ public:
+  UcxTransport(const ucx::Api& api, int rank, int nranks)
+      : api_(api),
+        rank_(rank),
+        nranks_(nranks),
+        spinIterations_(spinIterationsFor(nranks)),
+        slots_(static_cast<size_t>(nranks)),
+        eps_(static_cast<size_t>(nranks), nullptr),
+        stash_(static_cast<size_t>(nranks)),
+        laneBlocked_(static_cast<size_t>(nranks)) {}
+  ~UcxTransport() override;
+
+  // Context, worker, address exchange over the data connections, endpoints,
+  // and one message each way with every peer. Throws VG-NET-007.
+  void open(TransportSetup& setup);
+
+  const char* name() const override { return "ucx"; }
+  Capabilities capabilities() const override { return static_cast<Capabilities>(Capability::GatherScatter); }
+  ExchangeFault exchange(std::span<const Transfer> transfers, const FrameHeader& header, bool checkFingerprint,
+                         Deadline deadline, LivenessWatch& watch, ExchangeWork* work) override;
+  std::optional<FrameHeader> unreceived(int peer) override;
+  // Its waits poll the fatal and peer-change eventfds beside the worker's.
+  void wakeWaiters() override {}
+  LoadStoreDomain* loadStore() override { return nullptr; }
+
+ private:
+  // One transfer in flight.
+  struct Op {
+    const Transfer* transfer = nullptr;
+    FrameHeader header{};
+    enum class Stage : uint8_t { Unposted, Header, Payload, Done } stage = Stage::Unposted;
+    void* headerReq = nullptr;   // the header message (with the payload when eager)
+    void* payloadReq = nullptr;  // the payload message of a large transfer
+    ucp_tag_recv_info_t info{};
+    uint8_t* bounce = nullptr;  // receives: the header and an eager payload land here
+    std::vector<ucp_dt_iov_t> iov;
+  };
+
+  [[noreturn]] void fail(const std::string& what, ucs_status_t status) const;
+  static void onEndpointError(void* arg, ucp_ep_h ep, ucs_status_t status);
+  void progressAll() {
+    while (api_.workerProgress(worker_) != 0) {
+    }
+  }
+  // UCS_INPROGRESS while `req` runs; its final status once (then freed).
+  ucs_status_t settle(void*& req);
+  // Receives: UCX reports the received length through this callback
+  // (`user`: the receive's ucp_tag_recv_info_t). Immediate completion is
+  // refused: UCX 1.13 leaves recv_info unwritten on that path.
+  static void onReceived(void* request, ucs_status_t status, const ucp_tag_recv_info_t* info, void* user);
+  static ucp_request_param_t receiveParam(ucp_tag_recv_info_t& info, ucp_datatype_t datatype) {
+    ucp_request_param_t param{};
+    param.op_attr_mask = UCP_OP_ATTR_FIELD_DATATYPE | UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA |
+                         UCP_OP_ATTR_FLAG_NO_IMM_CMPL;
+    param.datatype = datatype;
+    param.cb.recv = onReceived;
+    param.user_data = &info;
+    return param;
+  }
+
+  void postReceive(Op& op);
+  void postSend(Op& op);
+  // Judges a received header (and copies an eager payload); posts the payload receive.
+  bool onHeader(Op& op, size_t length, const FrameHeader& base, bool checkFingerprint, ExchangeFault& fault);
+  // 1: every transfer done; 0: not yet; -1: failed (`fault` set).
+  int pass(const FrameHeader& base, bool checkFingerprint, ExchangeFault& fault);
+  bool needs(int peer) const;
+  ExchangeFault wait(const FrameHeader& base, bool checkFingerprint, Deadline deadline, LivenessWatch& watch,
+                     ExchangeWork* work);
+  // After a failure: cancels what is still posted and waits (bounded) until
+  // UCX no longer touches the transfers' buffers.
+  void quiesce();
+  static void fillPayloadIov(const Transfer& t, std::vector<ucp_dt_iov_t>& iov);
+  void lostPeer(int peer, ucs_status_t status, ExchangeFault& fault) const;
+
+  const ucx::Api& api_;
+  const int rank_;
+  const int nranks_;
+  const int spinIterations_;
+  ucp_context_h context_ = nullptr;
+  ucp_worker_h worker_ = nullptr;
+  int efd_ = -1;
+  std::vector<PeerSlot> slots_;
+  std::vector<ucp_ep_h> eps_;
+  std::vector<std::deque<std::vector<uint8_t>>> stash_;  // by peer: messages taken by unreceived()
+  std::vector<Op> ops_;
+  size_t opCount_ = 0;
+  std::vector<uint8_t> bounce_;
+  std::vector<uint8_t> laneBlocked_;
+};
+
+void UcxTransport::fail(const std::string& what, ucs_status_t status) const {
+  ErrorBuilder(Errc::NetUcx)
+      .rank(rank_, nranks_)
+      .op("init")
+      .cause(what, ": UCX says \"", api_.statusString(status), "\"")
+      .raise();
+}
+
+void UcxTransport::onEndpointError(void* arg, ucp_ep_h, ucs_status_t status) {
+  auto* slot = static_cast<PeerSlot*>(arg);
+  if (slot->failed == UCS_OK) slot->failed = status;
+}
+
+ucs_status_t UcxTransport::settle(void*& req) {
+  if (req == nullptr) return UCS_OK;
+  if (UCS_PTR_IS_ERR(req)) {
+    const ucs_status_t s = UCS_PTR_STATUS(req);
+    req = nullptr;
+    return s;
+  }
+  const ucs_status_t s = api_.requestCheckStatus(req);
+  if (s == UCS_INPROGRESS) return s;
+  api_.requestFree(req);
+  req = nullptr;
+  return s;
+}
+
+void UcxTransport::onReceived(void*, ucs_status_t, const ucp_tag_recv_info_t* info, void* user) {
+  *static_cast<ucp_tag_recv_info_t*>(user) = *info;
+}
+
+void UcxTransport::open(TransportSetup& setup) {
+  ucp_config_t* config = nullptr;
+  if (ucs_status_t s = api_.configRead(nullptr, nullptr, &config); s != UCS_OK) fail("reading UCX's configuration", s);
+  ucp_params_t params{};
+  params.field_mask = UCP_PARAM_FIELD_FEATURES | UCP_PARAM_FIELD_ESTIMATED_NUM_EPS;
+  params.features = UCP_FEATURE_TAG | UCP_FEATURE_WAKEUP;
+  params.estimated_num_eps = static_cast<size_t>(nranks_);
+  const ucs_status_t initStatus = api_.initVersion(UCP_API_MAJOR, UCP_API_MINOR, &params, config, &context_);
+  api_.configRelease(config);
+  if (initStatus != UCS_OK) fail("creating the UCX context", initStatus);
+
+  ucp_worker_params_t wp{};
+  wp.field_mask = UCP_WORKER_PARAM_FIELD_THREAD_MODE;
+  wp.thread_mode = UCS_THREAD_MODE_SERIALIZED;  // one thread at a time: the op's caller, then the destroyer
+  if (ucs_status_t s = api_.workerCreate(context_, &wp, &worker_); s != UCS_OK) fail("creating the UCX worker", s);
+  if (ucs_status_t s = api_.workerGetEfd(worker_, &efd_); s != UCS_OK) {
+    fail("getting the UCX worker's event fd (a transport in UCX_TLS cannot wake a sleeping waiter)", s);
+  }
+  ucp_address_t* address = nullptr;
+  size_t addressBytes = 0;
+  if (ucs_status_t s = api_.workerGetAddress(worker_, &address, &addressBytes); s != UCS_OK) {
+    fail("getting the UCX worker's address", s);
+  }
+  // Every rank sends its address to every peer, then reads theirs: a few
+  // hundred bytes, which the sockets buffer, so nobody waits on another's order.
+  std::vector<std::vector<uint8_t>> remote(static_cast<size_t>(nranks_));
+  std::vector<int> silent;
+  const uint32_t length = static_cast<uint32_t>(addressBytes);
+  for (int p = 0; p < nranks_; ++p) {
+    if (p == rank_) continue;
+    const int fd = setup.dataFds[static_cast<size_t>(p)].get();
+    if (sendAll(fd, &length, sizeof length, setup.deadline) != IoStatus::Done ||
+        sendAll(fd, address, addressBytes, setup.deadline) != IoStatus::Done) {
+      silent.push_back(p);
+    }
+  }
+  api_.workerReleaseAddress(worker_, address);
+  for (int p = 0; p < nranks_; ++p) {
+    if (p == rank_) continue;
+    const int fd = setup.dataFds[static_cast<size_t>(p)].get();
+    uint32_t theirs = 0;
+    if (recvAll(fd, &theirs, sizeof theirs, setup.deadline) != IoStatus::Done || theirs == 0 || theirs > (1u << 20)) {
+      silent.push_back(p);
+      continue;
+    }
+    remote[static_cast<size_t>(p)].resize(theirs);
+    if (recvAll(fd, remote[static_cast<size_t>(p)].data(), theirs, setup.deadline) != IoStatus::Done) {
+      silent.push_back(p);
+    }
+  }
+  if (!silent.empty()) {
+    ErrorBuilder(Errc::NetUcx)
+        .rank(rank_, nranks_)
+        .op("init")
+        .cause("rank(s) ", joinRanks(silent),
+               " did not exchange UCX worker addresses over their data connections before the connect timeout")
+        .raise();
+  }
+  for (int p = 0; p < nranks_; ++p) {
+    if (p == rank_) continue;
+    PeerSlot& slot = slots_[static_cast<size_t>(p)];
+    slot.failed = UCS_OK;
+    ucp_ep_params_t ep{};
+    ep.field_mask =
+        UCP_EP_PARAM_FIELD_REMOTE_ADDRESS | UCP_EP_PARAM_FIELD_ERR_HANDLING_MODE | UCP_EP_PARAM_FIELD_ERR_HANDLER;
+    ep.address = reinterpret_cast<const ucp_address_t*>(remote[static_cast<size_t>(p)].data());
+    ep.err_mode = UCP_ERR_HANDLING_MODE_PEER;
+    ep.err_handler.cb = onEndpointError;
+    ep.err_handler.arg = &slot;
+    if (ucs_status_t s = api_.epCreate(worker_, &ep, &eps_[static_cast<size_t>(p)]); s != UCS_OK) {
+      fail(cat("creating the UCX endpoint to rank ", p, " (host ", setup.peers[static_cast<size_t>(p)].hostname, ")"),
+           s);
+    }
+  }
+  // One empty message each way with every peer: a path UCX cannot use fails
+  // init here, naming the peer, instead of the first operation.
+  class InitWatch final : public LivenessWatch {
+   public:
+    int fatalFd() const override { return never_.fd(); }
+    int peerChangeFd() const override { return -1; }
+    int checkPeers(std::span<const int>) override { return -1; }
+
+   private:
+    EventFd never_;
+  } watch;
+  std::vector<Transfer> hello;
+  for (int p = 0; p < nranks_; ++p) {
+    if (p == rank_) continue;
+    hello.push_back(Transfer::send(p, nullptr, 0));
+    hello.push_back(Transfer::recv(p, nullptr, 0));
+  }
+  FrameHeader h;
+  h.kind = static_cast<uint8_t>(FrameKind::Collective);
+  ExchangeFault f = exchange(hello, h, true, setup.deadline, watch, nullptr);
+  if (f.kind != ExchangeFault::Kind::None) {
+    std::vector<int> unreached;
+    for (const auto& pending : f.pending) unreached.push_back(pending.peer);
+    if (f.peer >= 0) unreached.push_back(f.peer);
+    ErrorBuilder(Errc::NetUcx)
+        .rank(rank_, nranks_)
+        .op("init")
+        .cause("UCX could not reach rank(s) ", joinRanks(unreached), " before the connect timeout",
+               f.detail.empty() ? std::string() : cat(": ", f.detail))
+        .raise();
+  }
+}
+
+UcxTransport::~UcxTransport() {
+  if (worker_ != nullptr) {
+    quiesce();
+    std::vector<void*> closing;
+    for (ucp_ep_h& ep : eps_) {
+      if (ep == nullptr) continue;
+      ucp_request_param_t param{};
+      // Flush: what this rank sent still reaches the peer. A dead peer fails
+      // the flush (peer error handling); a stuck one is given up on below.
+      void* req = api_.epCloseNbx(ep, &param);
+      if (req != nullptr && !UCS_PTR_IS_ERR(req)) closing.push_back(req);
+      ep = nullptr;
+    }
+    const Deadline until = Deadline::afterMs(kQuiesceMs);
+    for (void*& req : closing) {
+      while (settle(req) == UCS_INPROGRESS && !until.expired()) progressAll();
+    }
+    api_.workerDestroy(worker_);
+  }
+  if (context_ != nullptr) api_.cleanup(context_);
+}
+
+void UcxTransport::fillPayloadIov(const Transfer& t, std::vector<ucp_dt_iov_t>& iov) {
+  if (t.segments.empty()) {
+    iov.push_back({t.isSend ? const_cast<void*>(t.sendData) : t.recvData, t.bytes});
+    return;
+  }
+  for (const IoSegment& s : t.segments) {
+    if (s.bytes > 0) iov.push_back({s.data, s.bytes});
+  }
+}
+
+void UcxTransport::postReceive(Op& op) {
+  const int peer = op.transfer->peer;
+  op.stage = Op::Stage::Header;
+  auto& stashed = stash_[static_cast<size_t>(peer)];
+  if (!stashed.empty()) {  // taken by unreceived(): it comes first
+    std::memcpy(op.bounce, stashed.front().data(), std::min(stashed.front().size(), kBounceBytes));
+    op.info.length = stashed.front().size();
+    stashed.pop_front();
+    op.headerReq = nullptr;  // complete
+    return;
+  }
+  ucp_request_param_t param = receiveParam(op.info, ucp_dt_make_contig(1));
+  op.headerReq = api_.tagRecvNbx(worker_, op.bounce, kBounceBytes, tagOf(peer, kHeaderTag), kFullMask, &param);
+}
+
+void UcxTransport::postSend(Op& op) {
+  const Transfer& t = *op.transfer;
+  ucp_ep_h ep = eps_[static_cast<size_t>(t.peer)];
+  op.stage = Op::Stage::Header;
+  op.iov.clear();
+  ucp_request_param_t param{};
+  param.op_attr_mask = UCP_OP_ATTR_FIELD_DATATYPE;
+  if (t.bytes <= kEagerBytes) {
+    op.iov.push_back({&op.header, kHeaderBytes});
+    if (t.bytes > 0) fillPayloadIov(t, op.iov);
+    param.datatype = ucp_dt_make_iov();
+    op.headerReq = api_.tagSendNbx(ep, op.iov.data(), op.iov.size(), tagOf(rank_, kHeaderTag), &param);
+    return;
+  }
+  param.datatype = ucp_dt_make_contig(1);
+  op.headerReq = api_.tagSendNbx(ep, &op.header, kHeaderBytes, tagOf(rank_, kHeaderTag), &param);
+  fillPayloadIov(t, op.iov);
+  param.datatype = ucp_dt_make_iov();
+  op.payloadReq = api_.tagSendNbx(ep, op.iov.data(), op.iov.size(), tagOf(rank_, kPayloadTag), &param);
+  op.stage = Op::Stage::Payload;
+}
+
+bool UcxTransport::onHeader(Op& op, size_t length, const FrameHeader& base, bool checkFingerprint,
+                            ExchangeFault& fault) {
+  const Transfer& t = *op.transfer;
+  if (length < kHeaderBytes) {
+    fault.kind = ExchangeFault::Kind::Protocol;
+    fault.peer = t.peer;
+    return false;
+  }
+  std::memcpy(&op.header, op.bounce, kHeaderBytes);
+  if (!acceptHeader(op.header, t, base, checkFingerprint, fault)) return false;
+  if (t.bytes <= kEagerBytes) {
+    if (length != kHeaderBytes + t.bytes) {
+      fault.kind = ExchangeFault::Kind::Protocol;
+      fault.peer = t.peer;
+      return false;
+    }
+    // The header is accepted: now the payload may land in the user's memory.
+    const uint8_t* from = op.bounce + kHeaderBytes;
+    if (t.segments.empty()) {
+      if (t.bytes > 0) std::memcpy(t.recvData, from, t.bytes);
+    } else {
+      for (const IoSegment& s : t.segments) {
+        if (s.bytes > 0) std::memcpy(s.data, from, s.bytes);
+        from += s.bytes;
+      }
+    }
+    op.stage = Op::Stage::Done;
+    return true;
+  }
+  op.iov.clear();
+  fillPayloadIov(t, op.iov);
+  op.info.length = 0;
+  ucp_request_param_t param = receiveParam(op.info, ucp_dt_make_iov());
+  op.payloadReq = api_.tagRecvNbx(worker_, op.iov.data(), op.iov.size(), tagOf(t.peer, kPayloadTag), kFullMask, &param);
+  op.stage = Op::Stage::Payload;
+  return true;
+}
+
+void UcxTransport::lostPeer(int peer, ucs_status_t status, ExchangeFault& fault) const {
+  fault.kind = peerLost(status) ? ExchangeFault::Kind::PeerClosed : ExchangeFault::Kind::IoError;
+  fault.peer = peer;
+  fault.err = EIO;
+  fault.ioErrc = Errc::NetUcx;
+  fault.detail = cat("UCX says \"", api_.statusString(status), "\"");
+}
+
+int UcxTransport::pass(const FrameHeader& base, bool checkFingerprint, ExchangeFault& fault) {
+  bool allDone = true;
+  std::fill(laneBlocked_.begin(), laneBlocked_.end(), 0);
+  for (size_t i = 0; i < opCount_; ++i) {
+    Op& op = ops_[i];
+    const Transfer& t = *op.transfer;
+    const auto peer = static_cast<size_t>(t.peer);
+    if (op.stage == Op::Stage::Done) continue;
+    allDone = false;
+    if (op.stage == Op::Stage::Unposted) {  // a send whose lane or payload is not ready
+      if (laneBlocked_[peer] || t.waiting()) {
+        laneBlocked_[peer] = 1;
+        continue;
+      }
+      postSend(op);
+    }
+    if (t.isSend) {
+      const ucs_status_t h = settle(op.headerReq);
+      const ucs_status_t p = settle(op.payloadReq);
+      for (ucs_status_t s : {h, p}) {
+        if (s != UCS_OK && s != UCS_INPROGRESS) {
+          lostPeer(t.peer, s, fault);
+          return -1;
+        }
+      }
+      if (h == UCS_OK && p == UCS_OK) {
+        op.stage = Op::Stage::Done;
+      } else if (slots_[peer].failed != UCS_OK) {
+        lostPeer(t.peer, slots_[peer].failed, fault);
+        return -1;
+      }
+      continue;
+    }
+    // What the peer sent before its endpoint failed still counts: a failure
+    // matters only to a receive that is still waiting.
+    const bool peerFailed = slots_[peer].failed != UCS_OK;
+    if (op.stage == Op::Stage::Header) {
+      const ucs_status_t s = settle(op.headerReq);
+      if (s == UCS_INPROGRESS) {
+        if (!peerFailed) continue;
+        lostPeer(t.peer, slots_[peer].failed, fault);
+        return -1;
+      }
+      if (s != UCS_OK) {
+        lostPeer(t.peer, s, fault);
+        return -1;
+      }
+      if (!onHeader(op, op.info.length, base, checkFingerprint, fault)) return -1;
+    }
+    if (op.stage == Op::Stage::Payload) {
+      const ucs_status_t s = settle(op.payloadReq);
+      if (s == UCS_INPROGRESS) {
+        if (!peerFailed) continue;
+        lostPeer(t.peer, slots_[peer].failed, fault);
+        return -1;
+      }
+      if (s != UCS_OK) {
+        lostPeer(t.peer, s, fault);
+        return -1;
+      }
+      if (op.info.length != t.bytes) {
+        fault.kind = ExchangeFault::Kind::Protocol;
+        fault.peer = t.peer;
+        return -1;
+      }
+      op.stage = Op::Stage::Done;
+    }
+  }
+  if (!allDone) {
+    for (size_t i = 0; i < opCount_; ++i) {
+      if (ops_[i].stage != Op::Stage::Done) return 0;
+    }
+  }
+  return 1;
+}
+
+bool UcxTransport::needs(int peer) const {
+  for (size_t i = 0; i < opCount_; ++i) {
+    if (ops_[i].stage != Op::Stage::Done && ops_[i].transfer->peer == peer) return true;
+  }
+  return false;
+}
+
+ExchangeFault UcxTransport::wait(const FrameHeader& base, bool checkFingerprint, Deadline deadline,
+                                 LivenessWatch& watch, ExchangeWork* work) {
+  ExchangeFault fault;
+  bool stalled = false;
+  while (true) {
+    progressAll();
+    if (const int r = pass(base, checkFingerprint, fault); r != 0) return r > 0 ? ExchangeFault{} : fault;
+    if (work != nullptr && work->pending()) {
+      work->runOne();
+      continue;
+    }
+    int r = 0;
+    for (int i = 0; i < spinIterations_ + kYields && r == 0; ++i) {
+      if (i >= spinIterations_) sched_yield();
+      if (api_.workerProgress(worker_) != 0) r = pass(base, checkFingerprint, fault);
+    }
+    if (r != 0) return r > 0 ? ExchangeFault{} : fault;
+    // Sleep until the worker has events; arming fails with BUSY when some
+    // arrived since the last progress: progress again.
+    const ucs_status_t armed = api_.workerArm(worker_);
+    if (armed == UCS_ERR_BUSY) continue;
+    if (armed != UCS_OK) {
+      fault.kind = ExchangeFault::Kind::IoError;
+      fault.err = EIO;
+      fault.ioErrc = Errc::NetUcx;
+      fault.detail = cat("arming the UCX worker: UCX says \"", api_.statusString(armed), "\"");
+      return fault;
+    }
+    const int changeFd = watch.peerChangeFd();
+    pollfd pfds[3] = {{efd_, POLLIN, 0}, {watch.fatalFd(), POLLIN, 0}, {changeFd, POLLIN, 0}};
+    const Deadline until = stalled ? deadline : deadline.earlier(watch.stallDeadline());
+    if (::poll(pfds, changeFd >= 0 ? 3 : 2, until.pollTimeoutMs()) < 0 && errno != EINTR) {
+      fault.kind = ExchangeFault::Kind::IoError;
+      fault.err = errno;
+      return fault;
+    }
+    if (pfds[1].revents & POLLIN) {
+      fault.kind = ExchangeFault::Kind::Fatal;
+      return fault;
+    }
+    int gone = -1;
+    if (changeFd >= 0) {
+      if (pfds[2].revents & POLLIN) gone = watch.checkPeers({});
+    } else {
+      for (int p = 0; p < nranks_ && gone < 0; ++p) {
+        if (p != rank_ && needs(p) && !watch.peerAlive(p)) gone = p;
+      }
+    }
+    if (gone >= 0) {
+      // What the peer sent before it went may be here already: use it.
+      progressAll();
+      if (const int r = pass(base, checkFingerprint, fault); r != 0) return r > 0 ? ExchangeFault{} : fault;
+      fault.kind = ExchangeFault::Kind::PeerGone;
+      fault.peer = gone;
+      return fault;
+    }
+    if (!stalled && watch.stallDeadline().expired()) {
+      stalled = true;
+      watch.onStall();
+      continue;
+    }
+    if (deadline.expired()) {
+      fault.kind = ExchangeFault::Kind::TimedOut;
+      return fault;
+    }
+  }
+}
+
+ExchangeFault UcxTransport::exchange(std::span<const Transfer> transfers, const FrameHeader& header,
+                                     bool checkFingerprint, Deadline deadline, LivenessWatch& watch,
+                                     ExchangeWork* work) {
+  opCount_ = transfers.size();
+  if (ops_.size() < opCount_) ops_.resize(opCount_);  // kept: their iov vectors keep their capacity
+  size_t receives = 0;
+  for (const Transfer& t : transfers) receives += t.isSend ? 0 : 1;
+  if (bounce_.size() < receives * kBounceBytes) bounce_.resize(receives * kBounceBytes);
+  size_t nextBounce = 0;
+  for (size_t i = 0; i < opCount_; ++i) {
+    Op& op = ops_[i];
+    const Transfer& t = transfers[i];
+    op.transfer = &t;
+    op.header = t.header != nullptr ? *t.header : header;
+    op.header.bytes = t.bytes;
+    op.stage = Op::Stage::Unposted;
+    op.headerReq = op.payloadReq = nullptr;
+    op.info = {};
+    op.bounce = nullptr;
+    if (!t.isSend) {
+      op.bounce = bounce_.data() + kBounceBytes * nextBounce++;
+      postReceive(op);  // every receive at once: tag matching keeps each peer's order
+    }
+  }
+  ExchangeFault fault = wait(header, checkFingerprint, deadline, watch, work);
+  if (fault.kind != ExchangeFault::Kind::None) {
+    if (fault.kind == ExchangeFault::Kind::TimedOut) {
+      for (size_t i = 0; i < opCount_; ++i) {
+        const Op& op = ops_[i];
+        if (op.stage == Op::Stage::Done) continue;
+        const size_t left = op.stage == Op::Stage::Payload ? op.transfer->bytes : kHeaderBytes + op.transfer->bytes;
+        fault.pending.push_back({op.transfer->peer, op.transfer->isSend, left});
+      }
+    }
+    quiesce();
+  }
+  opCount_ = 0;
+  return fault;
+}
+
+void UcxTransport::quiesce() {
+  // Cancelled requests complete (UCS_ERR_CANCELED) in a later progress.
+  for (size_t i = 0; i < opCount_; ++i) {
+    for (void* req : {ops_[i].headerReq, ops_[i].payloadReq}) {
+      if (req != nullptr && !UCS_PTR_IS_ERR(req)) api_.requestCancel(worker_, req);
+    }
+  }
+  const Deadline until = Deadline::afterMs(kQuiesceMs);
+  for (size_t i = 0; i < opCount_; ++i) {
+    for (void** req : {&ops_[i].headerReq, &ops_[i].payloadReq}) {
+      while (settle(*req) == UCS_INPROGRESS && !until.expired()) progressAll();
+    }
+  }
+}
+
+std::optional<FrameHeader> UcxTransport::unreceived(int peer) {
+  auto& stashed = stash_[static_cast<size_t>(peer)];
+  if (stashed.empty()) {
+    progressAll();
+    ucp_tag_recv_info_t info{};
+    ucp_tag_message_h msg = api_.tagProbeNb(worker_, tagOf(peer, kHeaderTag), kFullMask, 1, &info);
+    if (msg == nullptr) return std::nullopt;
+    std::vector<uint8_t> bytes(info.length);
+    ucp_request_param_t param = receiveParam(info, ucp_dt_make_contig(1));
+    void* req = api_.tagMsgRecvNbx(worker_, bytes.data(), bytes.size(), msg, &param);
+    const Deadline until = Deadline::afterMs(kQuiesceMs);
+    ucs_status_t s;
+    while ((s = settle(req)) == UCS_INPROGRESS && !until.expired()) progressAll();
+    if (s != UCS_OK || bytes.size() < kHeaderBytes) return std::nullopt;
+    stashed.push_back(std::move(bytes));
+  }
+  FrameHeader h;
+  std::memcpy(&h, stashed.front().data(), kHeaderBytes);
+  return h;
+}
+
+}  // namespace
+
+bool ucxAvailable(std::string* why) {
+  return ucx::load(why) != nullptr;
+}
+
+bool rdmaDevicePresent() {
+  DIR* dir = ::opendir("/sys/class/infiniband");
+  if (dir == nullptr) return false;
+  bool found = false;
+  while (dirent* e = ::readdir(dir)) found |= e->d_name[0] != '.';
+  ::closedir(dir);
+  return found;
+}
+
+std::unique_ptr<Transport> connectUcx(TransportSetup& setup) {
+  std::string why;
+  const ucx::Api* api = ucx::load(&why);
+  if (api == nullptr) {
+    ErrorBuilder(Errc::NetUcx)
+        .rank(setup.rank, setup.nranks)
+        .op("init")
+        .cause("VIGIL_TRANSPORT=ucx, but ", why)
+        .raise();
+  }
+  auto transport = std::make_unique<UcxTransport>(*api, setup.rank, setup.nranks);
+  transport->open(setup);
+  return transport;
+}
+
+}  // namespace vigil
