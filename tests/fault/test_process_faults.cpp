@@ -164,7 +164,13 @@ TEST_P(ProcessKillDuringAllReduce, SurvivorsReportTheKilledRankWithinTwoSecondsA
   EXPECT_EQ(segmentsOf(job), std::vector<std::string>{});
 }
 
-INSTANTIATE_TEST_SUITE_P(Transports, ProcessKillDuringAllReduce, ::testing::Values("shm", "tcp"),
+INSTANTIATE_TEST_SUITE_P(Transports, ProcessKillDuringAllReduce,
+                         ::testing::Values("shm", "tcp"
+#if VIGIL_TEST_UCX
+                                           ,
+                                           "ucx"
+#endif
+                                           ),
                          [](const auto& info) { return info.param; });
 
 // ---- A rank that is alive but frozen (SIGSTOP): the timeout report names it ----
