@@ -441,7 +441,8 @@ void Communicator::abort(const std::string& why, const std::optional<Error>& rel
     std::lock_guard lock(errorMutex_);
     abortReason_ = reason;
   }
-  control_.poison();  // blocked ops wake and return vigilAborted
+  control_.poison();      // blocked ops wake and return vigilAborted
+  transport_->abandon();  // its teardown will not wait for the peers
   const Error notice = relayed ? *relayed
                                : error(Errc::PeerAborted)
                                      .result(vigilAborted)

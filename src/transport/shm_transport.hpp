@@ -58,6 +58,8 @@ class ShmTransport final : public Transport, public LoadStoreDomain {
   // Rings this rank's own doorbell.
   void wakeWaiters() override { bells_[rank_].ring(); }
   LoadStoreDomain* loadStore() override { return this; }
+  // Unmapping the segment never waits for a peer.
+  void abandon() override {}
 
   // LoadStoreDomain
   uint8_t* staging(int rank, int buffer) const override {

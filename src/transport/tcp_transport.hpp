@@ -24,6 +24,8 @@ class TcpTransport final : public Transport {
   std::optional<FrameHeader> unreceived(int peer) override;
   // Its waits poll the fatal and peer-change eventfds themselves.
   void wakeWaiters() override {}
+  // Closing a socket never waits for the peer.
+  void abandon() override {}
   LoadStoreDomain* loadStore() override { return nullptr; }
 
  private:

@@ -230,6 +230,9 @@ class Transport {
   // looks at the watch's fatal and peer-change state now (the control
   // thread calls it after signalling them).
   virtual void wakeWaiters() = 0;
+  // The communicator was aborted (any thread may call this, once an op may
+  // still run): its teardown need not deliver what is still on its way.
+  virtual void abandon() = 0;
   // The load/store capability: not null exactly when capabilities() has LoadStore.
   virtual LoadStoreDomain* loadStore() = 0;
 };

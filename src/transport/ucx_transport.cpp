@@ -5,6 +5,7 @@
 #include <sched.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cerrno>
 #include <cstring>
 #include <deque>
@@ -76,6 +77,9 @@ class UcxTransport final : public Transport {
   std::optional<FrameHeader> unreceived(int peer) override;
   // Its waits poll the fatal and peer-change eventfds beside the worker's.
   void wakeWaiters() override {}
+  // Teardown then closes the endpoints at once instead of flushing them
+  // (an aborted job's peers may never progress again).
+  void abandon() override { abandoned_.store(true); }
   LoadStoreDomain* loadStore() override { return nullptr; }
 
  private:
@@ -142,6 +146,7 @@ class UcxTransport final : public Transport {
   size_t opCount_ = 0;
   std::vector<uint8_t> bounce_;
   std::vector<uint8_t> laneBlocked_;
+  std::atomic<bool> abandoned_{false};
 };
 
 void UcxTransport::fail(const std::string& what, ucs_status_t status) const {
@@ -291,6 +296,11 @@ UcxTransport::~UcxTransport() {
       ucp_request_param_t param{};
       // Flush: what this rank sent still reaches the peer. A dead peer fails
       // the flush (peer error handling); a stuck one is given up on below.
+      // After an abort: at once.
+      if (abandoned_.load()) {
+        param.op_attr_mask = UCP_OP_ATTR_FIELD_FLAGS;
+        param.flags = UCP_EP_CLOSE_FLAG_FORCE;
+      }
       void* req = api_.epCloseNbx(ep, &param);
       if (req != nullptr && !UCS_PTR_IS_ERR(req)) closing.push_back(req);
       ep = nullptr;
@@ -298,6 +308,7 @@ UcxTransport::~UcxTransport() {
     const Deadline until = Deadline::afterMs(kQuiesceMs);
     for (void*& req : closing) {
       while (settle(req) == UCS_INPROGRESS && !until.expired()) progressAll();
+      if (req != nullptr) api_.requestFree(req);  // released: the worker's destruction ends it
     }
     api_.workerDestroy(worker_);
   }
@@ -599,6 +610,10 @@ void UcxTransport::quiesce() {
   for (size_t i = 0; i < opCount_; ++i) {
     for (void** req : {&ops_[i].headerReq, &ops_[i].payloadReq}) {
       while (settle(*req) == UCS_INPROGRESS && !until.expired()) progressAll();
+      if (*req != nullptr) {  // UCX would not let go in time: released to it, never touched again here
+        api_.requestFree(*req);
+        *req = nullptr;
+      }
     }
   }
 }

@@ -87,7 +87,7 @@ TEST(EnvConfig, BadValuesNameVariableValueAndChoices) {
       {"VIGIL_PORT_RANGE", "300-200", "'auto' or 'lo-hi'"},
       {"VIGIL_PORT_RANGE", "0-100", "'auto' or 'lo-hi'"},
       {"VIGIL_PORT_RANGE", "1-70000", "'auto' or 'lo-hi'"},
-      {"VIGIL_TRANSPORT", "ib", "'auto', 'shm' or 'tcp'"},
+      {"VIGIL_TRANSPORT", "ib", "'auto', 'shm', 'tcp' or 'ucx'"},
       {"VIGIL_FINGERPRINT", "yes", "0 or 1"},
       {"VIGIL_NAN_CHECK", "2", "0 or 1"},
       {"VIGIL_BUFFER_GUARD", "true", "0 or 1"},

@@ -187,6 +187,40 @@ TEST(TransportInterface, UcxConnectsTwoRanksAndMovesSmallAndLargeGatheredMessage
     }
   }
 }
+
+// A device UCX does not have: init fails on both ranks with VG-NET-007,
+// naming the step and quoting UCX, instead of hanging or crashing.
+TEST(TransportInterface, UcxOnADeviceThatDoesNotExistFailsInitQuotingUcx) {
+  ::setenv("UCX_NET_DEVICES", "vigil_no_such_device:1", 1);  // before any thread of this test
+  int sv[2];
+  ASSERT_EQ(::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv), 0);
+  Fd ends[2] = {Fd(sv[0]), Fd(sv[1])};
+  const std::vector<PeerInfo> peers = peersOn({"a", "a"});
+  const JobToken token{};
+  std::string texts[2];
+  auto rank = [&](int me) {
+    std::vector<Fd> fds(2);
+    fds[static_cast<size_t>(1 - me)] = std::move(ends[me]);
+    TransportSetup setup{
+        .rank = me, .nranks = 2, .peers = peers, .token = token, .dataFds = fds, .deadline = Deadline::afterMs(20000)};
+    try {
+      connectTransport(TransportKind::Ucx, setup);
+    } catch (const Error& e) {
+      texts[me] = e.text();
+    }
+  };
+  std::thread other(rank, 1);
+  rank(0);
+  other.join();
+  ::unsetenv("UCX_NET_DEVICES");
+  for (int r = 0; r < 2; ++r) {
+    SCOPED_TRACE(texts[r]);
+    EXPECT_TRUE(texts[r].starts_with("VG-NET-007: rank " + std::to_string(r) + "/2: init: "));
+    EXPECT_NE(texts[r].find("creating the UCX endpoint to rank " + std::to_string(1 - r)), std::string::npos);
+    EXPECT_NE(texts[r].find("UCX says \"Destination is unreachable\""), std::string::npos);
+    EXPECT_NE(texts[r].find("UCX_NET_DEVICES"), std::string::npos) << "the remedy names the setting";
+  }
+}
 #else
 TEST(TransportTable, UcxWithoutUcxSaysWhatIsMissing) {
   const std::vector<PeerInfo> peers = peersOn({"a", "b"});
