@@ -36,7 +36,7 @@ int spinIterationsFor(int nranks) {
 }
 constexpr int kYields = 16;
 
-enum TagKind : uint64_t { kHeaderTag = 0, kPayloadTag = 1, kHelloTag = 2 };
+enum TagKind : uint64_t { kHeaderTag = 0, kPayloadTag = 1 };
 constexpr ucp_tag_t kFullMask = ~ucp_tag_t{0};
 constexpr ucp_tag_t tagOf(int sender, TagKind kind) {
   return (static_cast<ucp_tag_t>(static_cast<uint32_t>(sender)) << 32) | kind;
@@ -95,6 +95,13 @@ class UcxTransport final : public Transport {
     std::vector<ucp_dt_iov_t> iov;
   };
 
+  void createWorker();
+  // Every rank sends its worker address to every peer, then reads theirs.
+  std::vector<std::vector<uint8_t>> exchangeAddresses(TransportSetup& setup);
+  void createEndpoints(const std::vector<std::vector<uint8_t>>& remote, const TransportSetup& setup);
+  // One empty message each way with every peer: a path UCX cannot use fails
+  // init here, naming the peer, instead of the first operation.
+  void greetPeers(Deadline deadline);
   [[noreturn]] void fail(const std::string& what, ucs_status_t status) const;
   static void onEndpointError(void* arg, ucp_ep_h ep, ucs_status_t status);
   void progressAll() {
@@ -181,6 +188,12 @@ void UcxTransport::onReceived(void*, ucs_status_t, const ucp_tag_recv_info_t* in
 }
 
 void UcxTransport::open(TransportSetup& setup) {
+  createWorker();
+  createEndpoints(exchangeAddresses(setup), setup);
+  greetPeers(setup.deadline);
+}
+
+void UcxTransport::createWorker() {
   ucp_config_t* config = nullptr;
   if (ucs_status_t s = api_.configRead(nullptr, nullptr, &config); s != UCS_OK) fail("reading UCX's configuration", s);
   ucp_params_t params{};
@@ -198,6 +211,9 @@ void UcxTransport::open(TransportSetup& setup) {
   if (ucs_status_t s = api_.workerGetEfd(worker_, &efd_); s != UCS_OK) {
     fail("getting the UCX worker's event fd (a transport in UCX_TLS cannot wake a sleeping waiter)", s);
   }
+}
+
+std::vector<std::vector<uint8_t>> UcxTransport::exchangeAddresses(TransportSetup& setup) {
   ucp_address_t* address = nullptr;
   size_t addressBytes = 0;
   if (ucs_status_t s = api_.workerGetAddress(worker_, &address, &addressBytes); s != UCS_OK) {
@@ -238,6 +254,10 @@ void UcxTransport::open(TransportSetup& setup) {
                " did not exchange UCX worker addresses over their data connections before the connect timeout")
         .raise();
   }
+  return remote;
+}
+
+void UcxTransport::createEndpoints(const std::vector<std::vector<uint8_t>>& remote, const TransportSetup& setup) {
   for (int p = 0; p < nranks_; ++p) {
     if (p == rank_) continue;
     PeerSlot& slot = slots_[static_cast<size_t>(p)];
@@ -254,8 +274,9 @@ void UcxTransport::open(TransportSetup& setup) {
            s);
     }
   }
-  // One empty message each way with every peer: a path UCX cannot use fails
-  // init here, naming the peer, instead of the first operation.
+}
+
+void UcxTransport::greetPeers(Deadline deadline) {
   class InitWatch final : public LivenessWatch {
    public:
     int fatalFd() const override { return never_.fd(); }
@@ -273,11 +294,13 @@ void UcxTransport::open(TransportSetup& setup) {
   }
   FrameHeader h;
   h.kind = static_cast<uint8_t>(FrameKind::Collective);
-  ExchangeFault f = exchange(hello, h, true, setup.deadline, watch, nullptr);
+  ExchangeFault f = exchange(hello, h, true, deadline, watch, nullptr);
   if (f.kind != ExchangeFault::Kind::None) {
     std::vector<int> unreached;
     for (const auto& pending : f.pending) unreached.push_back(pending.peer);
     if (f.peer >= 0) unreached.push_back(f.peer);
+    std::sort(unreached.begin(), unreached.end());
+    unreached.erase(std::unique(unreached.begin(), unreached.end()), unreached.end());
     ErrorBuilder(Errc::NetUcx)
         .rank(rank_, nranks_)
         .op("init")
