@@ -70,12 +70,17 @@ def interrupted(comm):
     print("waiting", flush=True)
     sys.stdin.readline()  # the test's word: rank 0 was interrupted
     started = time.monotonic()
+    first = None
     try:
-        comm.all_reduce(np.ones(4, np.float32))
+        first = comm.all_reduce(np.ones(4, np.float32)).tolist()
+        # Rank 0 published its input before it aborted and the abort notice may
+        # still be on its way: then this result is right (2.0 each), and the next
+        # operation, which rank 0 never joins, hears the abort.
+        comm.barrier()
     except vigil.Error as error:
         return {"error_id": error.error_id, "class": type(error).__name__, "text": str(error),
-                "seconds": time.monotonic() - started}
-    return {"error_id": None}
+                "seconds": time.monotonic() - started, "first": first}
+    return {"error_id": None, "first": first}
 
 
 def main():

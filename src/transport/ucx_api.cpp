@@ -44,6 +44,7 @@ Loaded loadOnce() {
       resolve(lib, "ucp_worker_release_address", a.workerReleaseAddress, l.why) &&
       resolve(lib, "ucp_worker_get_efd", a.workerGetEfd, l.why) && resolve(lib, "ucp_worker_arm", a.workerArm, l.why) &&
       resolve(lib, "ucp_worker_progress", a.workerProgress, l.why) &&
+      resolve(lib, "ucp_worker_flush_nbx", a.workerFlushNbx, l.why) &&
       resolve(lib, "ucp_ep_create", a.epCreate, l.why) && resolve(lib, "ucp_ep_close_nbx", a.epCloseNbx, l.why) &&
       resolve(lib, "ucp_tag_send_nbx", a.tagSendNbx, l.why) && resolve(lib, "ucp_tag_recv_nbx", a.tagRecvNbx, l.why) &&
       resolve(lib, "ucp_tag_probe_nb", a.tagProbeNb, l.why) &&

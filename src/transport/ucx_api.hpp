@@ -22,6 +22,7 @@ struct Api {
   decltype(&ucp_worker_get_efd) workerGetEfd;
   decltype(&ucp_worker_arm) workerArm;
   decltype(&ucp_worker_progress) workerProgress;
+  decltype(&ucp_worker_flush_nbx) workerFlushNbx;
   decltype(&ucp_ep_create) epCreate;
   decltype(&ucp_ep_close_nbx) epCloseNbx;
   decltype(&ucp_tag_send_nbx) tagSendNbx;

@@ -128,6 +128,8 @@ class UcxTransport final : public Transport {
   void postSend(Op& op);
   // Judges a received header (and copies an eager payload); posts the payload receive.
   bool onHeader(Op& op, size_t length, const FrameHeader& base, bool checkFingerprint, ExchangeFault& fault);
+  // Once every transfer is done: waits until the sends left this process.
+  int flushSends(ExchangeFault& fault);
   // 1: every transfer done; 0: not yet; -1: failed (`fault` set).
   int pass(const FrameHeader& base, bool checkFingerprint, ExchangeFault& fault);
   bool needs(int peer) const;
@@ -136,6 +138,9 @@ class UcxTransport final : public Transport {
   // After a failure: cancels what is still posted and waits (bounded) until
   // UCX no longer touches the transfers' buffers.
   void quiesce();
+  // Closes every endpoint (force: at once, ending the requests queued on it;
+  // else flushed, bounded); they stay closed.
+  void closeEndpoints(bool force);
   static void fillPayloadIov(const Transfer& t, std::vector<ucp_dt_iov_t>& iov);
   void lostPeer(int peer, ucs_status_t status, ExchangeFault& fault) const;
 
@@ -154,6 +159,9 @@ class UcxTransport final : public Transport {
   std::vector<uint8_t> bounce_;
   std::vector<uint8_t> laneBlocked_;
   std::atomic<bool> abandoned_{false};
+  bool faulted_ = false;
+  bool sentSinceFlush_ = false;
+  void* flushReq_ = nullptr;  // an exchange failed: teardown closes the endpoints at once
 };
 
 void UcxTransport::fail(const std::string& what, ucs_status_t status) const {
@@ -313,29 +321,32 @@ void UcxTransport::greetPeers(Deadline deadline) {
 UcxTransport::~UcxTransport() {
   if (worker_ != nullptr) {
     quiesce();
-    std::vector<void*> closing;
-    for (ucp_ep_h& ep : eps_) {
-      if (ep == nullptr) continue;
-      ucp_request_param_t param{};
-      // Flush: what this rank sent still reaches the peer. A dead peer fails
-      // the flush (peer error handling); a stuck one is given up on below.
-      // After an abort: at once.
-      if (abandoned_.load()) {
-        param.op_attr_mask = UCP_OP_ATTR_FIELD_FLAGS;
-        param.flags = UCP_EP_CLOSE_FLAG_FORCE;
-      }
-      void* req = api_.epCloseNbx(ep, &param);
-      if (req != nullptr && !UCS_PTR_IS_ERR(req)) closing.push_back(req);
-      ep = nullptr;
-    }
-    const Deadline until = Deadline::afterMs(kQuiesceMs);
-    for (void*& req : closing) {
-      while (settle(req) == UCS_INPROGRESS && !until.expired()) progressAll();
-      if (req != nullptr) api_.requestFree(req);  // released: the worker's destruction ends it
-    }
+    // Flush: what this rank sent still reaches the peer (a dead peer fails the
+    // flush; a stuck one is given up on). After an abort: at once.
+    closeEndpoints(abandoned_.load());
     api_.workerDestroy(worker_);
   }
   if (context_ != nullptr) api_.cleanup(context_);
+}
+
+void UcxTransport::closeEndpoints(bool force) {
+  std::vector<void*> closing;
+  for (ucp_ep_h& ep : eps_) {
+    if (ep == nullptr) continue;
+    ucp_request_param_t param{};
+    if (force) {
+      param.op_attr_mask = UCP_OP_ATTR_FIELD_FLAGS;
+      param.flags = UCP_EP_CLOSE_FLAG_FORCE;  // also ends every request queued on it
+    }
+    void* req = api_.epCloseNbx(ep, &param);
+    if (req != nullptr && !UCS_PTR_IS_ERR(req)) closing.push_back(req);
+    ep = nullptr;
+  }
+  const Deadline until = Deadline::afterMs(kQuiesceMs);
+  for (void*& req : closing) {
+    while (settle(req) == UCS_INPROGRESS && !until.expired()) progressAll();
+    if (req != nullptr) api_.requestFree(req);  // released: the worker's destruction ends it
+  }
 }
 
 void UcxTransport::fillPayloadIov(const Transfer& t, std::vector<ucp_dt_iov_t>& iov) {
@@ -364,6 +375,7 @@ void UcxTransport::postReceive(Op& op) {
 }
 
 void UcxTransport::postSend(Op& op) {
+  sentSinceFlush_ = true;
   const Transfer& t = *op.transfer;
   ucp_ep_h ep = eps_[static_cast<size_t>(t.peer)];
   op.stage = Op::Stage::Header;
@@ -379,9 +391,13 @@ void UcxTransport::postSend(Op& op) {
   }
   param.datatype = ucp_dt_make_contig(1);
   op.headerReq = api_.tagSendNbx(ep, &op.header, kHeaderBytes, tagOf(rank_, kHeaderTag), &param);
-  fillPayloadIov(t, op.iov);
-  param.datatype = ucp_dt_make_iov();
-  op.payloadReq = api_.tagSendNbx(ep, op.iov.data(), op.iov.size(), tagOf(rank_, kPayloadTag), &param);
+  if (t.segments.empty()) {  // contiguous: UCX's zero-copy protocols apply
+    op.payloadReq = api_.tagSendNbx(ep, t.sendData, t.bytes, tagOf(rank_, kPayloadTag), &param);
+  } else {
+    fillPayloadIov(t, op.iov);
+    param.datatype = ucp_dt_make_iov();
+    op.payloadReq = api_.tagSendNbx(ep, op.iov.data(), op.iov.size(), tagOf(rank_, kPayloadTag), &param);
+  }
   op.stage = Op::Stage::Payload;
 }
 
@@ -414,11 +430,17 @@ bool UcxTransport::onHeader(Op& op, size_t length, const FrameHeader& base, bool
     op.stage = Op::Stage::Done;
     return true;
   }
-  op.iov.clear();
-  fillPayloadIov(t, op.iov);
   op.info.length = 0;
-  ucp_request_param_t param = receiveParam(op.info, ucp_dt_make_iov());
-  op.payloadReq = api_.tagRecvNbx(worker_, op.iov.data(), op.iov.size(), tagOf(t.peer, kPayloadTag), kFullMask, &param);
+  if (t.segments.empty()) {  // contiguous: UCX's zero-copy protocols apply
+    ucp_request_param_t param = receiveParam(op.info, ucp_dt_make_contig(1));
+    op.payloadReq = api_.tagRecvNbx(worker_, t.recvData, t.bytes, tagOf(t.peer, kPayloadTag), kFullMask, &param);
+  } else {
+    op.iov.clear();
+    fillPayloadIov(t, op.iov);
+    ucp_request_param_t param = receiveParam(op.info, ucp_dt_make_iov());
+    op.payloadReq =
+        api_.tagRecvNbx(worker_, op.iov.data(), op.iov.size(), tagOf(t.peer, kPayloadTag), kFullMask, &param);
+  }
   op.stage = Op::Stage::Payload;
   return true;
 }
@@ -504,6 +526,34 @@ int UcxTransport::pass(const FrameHeader& base, bool checkFingerprint, ExchangeF
       if (ops_[i].stage != Op::Stage::Done) return 0;
     }
   }
+  return flushSends(fault);
+}
+
+int UcxTransport::flushSends(ExchangeFault& fault) {
+  // A send is complete for UCX once its buffer may be reused, which may be
+  // before its bytes left this process (an eager send still queued in the
+  // transport). As over TCP, where a completed send is in the kernel, the
+  // exchange returns only when they left: a rank stopped or killed right
+  // after an op must not take its last message with it.
+  if (!sentSinceFlush_) return 1;
+  if (flushReq_ == nullptr) {
+    ucp_request_param_t param{};
+    flushReq_ = api_.workerFlushNbx(worker_, &param);
+    if (flushReq_ == nullptr) {
+      sentSinceFlush_ = false;
+      return 1;
+    }
+  }
+  const ucs_status_t s = settle(flushReq_);
+  if (s == UCS_INPROGRESS) return 0;
+  if (s != UCS_OK) {
+    fault.kind = ExchangeFault::Kind::IoError;
+    fault.err = EIO;
+    fault.ioErrc = Errc::NetUcx;
+    fault.detail = cat("flushing the sends: UCX says \"", api_.statusString(s), "\"");
+    return -1;
+  }
+  sentSinceFlush_ = false;
   return 1;
 }
 
@@ -531,11 +581,12 @@ ExchangeFault UcxTransport::wait(const FrameHeader& base, bool checkFingerprint,
       if (api_.workerProgress(worker_) != 0) r = pass(base, checkFingerprint, fault);
     }
     if (r != 0) return r > 0 ? ExchangeFault{} : fault;
-    // Sleep until the worker has events; arming fails with BUSY when some
-    // arrived since the last progress: progress again.
+    // Sleep until the worker has events. Busy (events came in since the last
+    // progress): no sleep, but the fatal
+    // and peer fds, the stall and the deadline are still looked at, so a
+    // worker that stays busy (a peer's transport retrying) cannot hide them.
     const ucs_status_t armed = api_.workerArm(worker_);
-    if (armed == UCS_ERR_BUSY) continue;
-    if (armed != UCS_OK) {
+    if (armed != UCS_OK && armed != UCS_ERR_BUSY) {
       fault.kind = ExchangeFault::Kind::IoError;
       fault.err = EIO;
       fault.ioErrc = Errc::NetUcx;
@@ -545,7 +596,8 @@ ExchangeFault UcxTransport::wait(const FrameHeader& base, bool checkFingerprint,
     const int changeFd = watch.peerChangeFd();
     pollfd pfds[3] = {{efd_, POLLIN, 0}, {watch.fatalFd(), POLLIN, 0}, {changeFd, POLLIN, 0}};
     const Deadline until = stalled ? deadline : deadline.earlier(watch.stallDeadline());
-    if (::poll(pfds, changeFd >= 0 ? 3 : 2, until.pollTimeoutMs()) < 0 && errno != EINTR) {
+    const int sleepMs = armed == UCS_ERR_BUSY ? 0 : until.pollTimeoutMs();
+    if (::poll(pfds, changeFd >= 0 ? 3 : 2, sleepMs) < 0 && errno != EINTR) {
       fault.kind = ExchangeFault::Kind::IoError;
       fault.err = errno;
       return fault;
@@ -608,6 +660,7 @@ ExchangeFault UcxTransport::exchange(std::span<const Transfer> transfers, const 
   }
   ExchangeFault fault = wait(header, checkFingerprint, deadline, watch, work);
   if (fault.kind != ExchangeFault::Kind::None) {
+    faulted_ = true;
     if (fault.kind == ExchangeFault::Kind::TimedOut) {
       for (size_t i = 0; i < opCount_; ++i) {
         const Op& op = ops_[i];
@@ -623,12 +676,23 @@ ExchangeFault UcxTransport::exchange(std::span<const Transfer> transfers, const 
 }
 
 void UcxTransport::quiesce() {
+  // A flush touches no user buffer: released to UCX at once (waiting for it
+  // would add its time, to a peer that may be gone, to the op's report).
+  if (flushReq_ != nullptr && !UCS_PTR_IS_ERR(flushReq_)) api_.requestFree(flushReq_);
+  flushReq_ = nullptr;
+  sentSinceFlush_ = false;
   // Cancelled requests complete (UCS_ERR_CANCELED) in a later progress.
   for (size_t i = 0; i < opCount_; ++i) {
     for (void* req : {ops_[i].headerReq, ops_[i].payloadReq}) {
       if (req != nullptr && !UCS_PTR_IS_ERR(req)) api_.requestCancel(worker_, req);
     }
   }
+  // A failed exchange stops the communicator for good (it keeps the error),
+  // and a transfer already under way with a peer that is unreachable cannot
+  // be cancelled: closing the endpoints at once ends those too, so the op
+  // returns without waiting on a gone peer and nothing lands in its buffers
+  // afterwards.
+  if (faulted_) closeEndpoints(/*force=*/true);
   const Deadline until = Deadline::afterMs(kQuiesceMs);
   for (size_t i = 0; i < opCount_; ++i) {
     for (void** req : {&ops_[i].headerReq, &ops_[i].payloadReq}) {

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # A network partition: one host's link goes down in the middle of a loop of allreduces.
 #
-#   test_link_down.sh path/to/vigil-test-rank
+#   test_link_down.sh path/to/vigil-test-rank [VAR=VALUE...]   (e.g. VIGIL_TRANSPORT=ucx)
 #
 # 4 hosts x 2 ranks (hosts.sh) run `vigil-test-rank loop` (an allreduce per iteration;
 # output protocol in tests/fault/rank_program.cpp) with VIGIL_TIMEOUT_MS=3000. Once every
@@ -19,7 +19,9 @@
 # shellcheck source-path=SCRIPTDIR
 set -euo pipefail
 
-PROG=${1:?usage: $0 path/to/vigil-test-rank}
+PROG=${1:?usage: $0 path/to/vigil-test-rank [VAR=VALUE...]}
+shift
+EXTRA=("$@")  # to every rank's environment
 [[ -x $PROG ]] || { echo "FAIL: $PROG is not executable"; exit 1; }
 
 HERE=$(dirname "${BASH_SOURCE[0]}")
@@ -55,7 +57,7 @@ for ((r = 0; r < NRANKS; r++)); do
   host_spawn "$k" "$(rank_out "$r")" "$RANK_LIMIT_S" env \
     MASTER_ADDR="$(host_addr 0)" MASTER_PORT=$PORT RANK=$r WORLD_SIZE=$NRANKS \
     LOCAL_RANK=$((r % PER_HOST)) LOCAL_WORLD_SIZE=$PER_HOST \
-    VIGIL_SOCKET_IFNAME="$(host_ifname "$k")" VIGIL_TIMEOUT_MS=$TIMEOUT_MS \
+    VIGIL_SOCKET_IFNAME="$(host_ifname "$k")" VIGIL_TIMEOUT_MS=$TIMEOUT_MS ${EXTRA[@]+"${EXTRA[@]}"} \
     "$PROG" loop --iters 100000000 --count 65536
   pids+=("$MH_SPAWNED")
 done
