@@ -92,7 +92,8 @@ bool ucxAutoPicks(const TransportSetup& setup) {
 }
 #else
 std::string ucxUnreachable(const TransportSetup&) {
-  return "this libvigil was built without the ucx transport (UCX's headers, Debian libucx-dev, were not found)";
+  return "this libvigil was built without the ucx transport (VIGIL_UCX=OFF, or UCX's headers, Debian libucx-dev, were "
+         "not found)";
 }
 bool ucxAutoPicks(const TransportSetup&) {
   return false;
