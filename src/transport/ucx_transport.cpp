@@ -141,6 +141,8 @@ class UcxTransport final : public Transport {
   // Closes every endpoint (force: at once, ending the requests queued on it;
   // else flushed, bounded); they stay closed.
   void closeEndpoints(bool force);
+  // Teardown: drops the messages no receive took.
+  void discardUnreceived();
   static void fillPayloadIov(const Transfer& t, std::vector<ucp_dt_iov_t>& iov);
   void lostPeer(int peer, ucs_status_t status, ExchangeFault& fault) const;
 
@@ -321,12 +323,36 @@ void UcxTransport::greetPeers(Deadline deadline) {
 UcxTransport::~UcxTransport() {
   if (worker_ != nullptr) {
     quiesce();
+    discardUnreceived();
     // Flush: what this rank sent still reaches the peer (a dead peer fails the
     // flush; a stuck one is given up on). After an abort: at once.
     closeEndpoints(abandoned_.load());
     api_.workerDestroy(worker_);
   }
   if (context_ != nullptr) api_.cleanup(context_);
+}
+
+void UcxTransport::discardUnreceived() {
+  // Messages that arrived and that no receive took (a failed op's peers went
+  // on sending): taken and dropped, so that UCX does not warn about each one
+  // on the application's stdout when the worker goes. Bounded: a large
+  // message from a gone peer cannot be fetched.
+  const Deadline until = Deadline::afterMs(kQuiesceMs);
+  std::vector<uint8_t> sink;
+  while (!until.expired()) {
+    progressAll();
+    ucp_tag_recv_info_t info{};
+    ucp_tag_message_h msg = api_.tagProbeNb(worker_, 0, 0, 1, &info);
+    if (msg == nullptr) return;
+    sink.resize(std::max<size_t>(sink.size(), info.length));
+    ucp_request_param_t param = receiveParam(info, ucp_dt_make_contig(1));
+    void* req = api_.tagMsgRecvNbx(worker_, sink.data(), info.length, msg, &param);
+    while (settle(req) == UCS_INPROGRESS && !until.expired()) progressAll();
+    if (req != nullptr) {
+      api_.requestFree(req);
+      return;
+    }
+  }
 }
 
 void UcxTransport::closeEndpoints(bool force) {
