@@ -128,6 +128,9 @@ class UcxTransport final : public Transport {
   void postSend(Op& op);
   // Judges a received header (and copies an eager payload); posts the payload receive.
   bool onHeader(Op& op, size_t length, const FrameHeader& base, bool checkFingerprint, ExchangeFault& fault);
+  // A receive's request: 1 complete, 0 still waiting, -1 failed (`fault`
+  // set; a waiting receive fails once its peer's endpoint failed).
+  int settleReceive(void*& req, int peer, bool peerFailed, ExchangeFault& fault);
   // Once every transfer is done: waits until the sends left this process.
   int flushSends(ExchangeFault& fault);
   // 1: every transfer done; 0: not yet; -1: failed (`fault` set).
@@ -479,6 +482,14 @@ void UcxTransport::lostPeer(int peer, ucs_status_t status, ExchangeFault& fault)
   fault.detail = cat("UCX says \"", api_.statusString(status), "\"");
 }
 
+int UcxTransport::settleReceive(void*& req, int peer, bool peerFailed, ExchangeFault& fault) {
+  const ucs_status_t s = settle(req);
+  if (s == UCS_OK) return 1;
+  if (s == UCS_INPROGRESS && !peerFailed) return 0;
+  lostPeer(peer, s == UCS_INPROGRESS ? slots_[static_cast<size_t>(peer)].failed : s, fault);
+  return -1;
+}
+
 int UcxTransport::pass(const FrameHeader& base, bool checkFingerprint, ExchangeFault& fault) {
   bool allDone = true;
   std::fill(laneBlocked_.begin(), laneBlocked_.end(), 0);
@@ -516,29 +527,15 @@ int UcxTransport::pass(const FrameHeader& base, bool checkFingerprint, ExchangeF
     // matters only to a receive that is still waiting.
     const bool peerFailed = slots_[peer].failed != UCS_OK;
     if (op.stage == Op::Stage::Header) {
-      const ucs_status_t s = settle(op.headerReq);
-      if (s == UCS_INPROGRESS) {
-        if (!peerFailed) continue;
-        lostPeer(t.peer, slots_[peer].failed, fault);
-        return -1;
-      }
-      if (s != UCS_OK) {
-        lostPeer(t.peer, s, fault);
-        return -1;
-      }
+      const int got = settleReceive(op.headerReq, t.peer, peerFailed, fault);
+      if (got < 0) return -1;
+      if (got == 0) continue;
       if (!onHeader(op, op.info.length, base, checkFingerprint, fault)) return -1;
     }
     if (op.stage == Op::Stage::Payload) {
-      const ucs_status_t s = settle(op.payloadReq);
-      if (s == UCS_INPROGRESS) {
-        if (!peerFailed) continue;
-        lostPeer(t.peer, slots_[peer].failed, fault);
-        return -1;
-      }
-      if (s != UCS_OK) {
-        lostPeer(t.peer, s, fault);
-        return -1;
-      }
+      const int got = settleReceive(op.payloadReq, t.peer, peerFailed, fault);
+      if (got < 0) return -1;
+      if (got == 0) continue;
       if (op.info.length != t.bytes) {
         fault.kind = ExchangeFault::Kind::Protocol;
         fault.peer = t.peer;
