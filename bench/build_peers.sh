@@ -17,22 +17,22 @@ failed=()
 
 # build OUTPUT SOURCE COMPILER FLAGS... : skips an up-to-date output
 build() {
-  local out=$OUT/$1 src=$2 cxx=$3
+  local name=$1 out=$OUT/$1 src=$2 cxx=$3
   shift 3
   if ! command -v "$cxx" >/dev/null; then
-    echo "build_peers.sh: $cxx not found, skipping $1 (run bench/deps.sh)" >&2
-    failed+=("$1")
+    echo "build_peers.sh: $cxx not found, skipping $name (run bench/deps.sh)" >&2
+    failed+=("$name")
     return 0
   fi
   if [ $FORCE -eq 0 ] && [ -x "$out" ] && [ "$out" -nt "$src" ] && [ "$out" -nt "$COMMON" ] &&
      [ "$out" -nt bench/common/moe_exchange.hpp ] &&
      [ "$out" -nt "$0" ]; then
-    echo "  $1 is up to date"
+    echo "  $name is up to date"
     return 0
   fi
   echo "  $cxx -> $out"
   if ! nice "$cxx" "${CXXFLAGS[@]}" "$src" -o "$out" "$@"; then
-    failed+=("$1")
+    failed+=("$name")
   fi
 }
 
