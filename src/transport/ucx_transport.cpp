@@ -36,10 +36,25 @@ int spinIterationsFor(int nranks) {
 }
 constexpr int kYields = 16;
 
-enum TagKind : uint64_t { kHeaderTag = 0, kPayloadTag = 1 };
+// A tag: the sender's rank (24 bits), then 0 for a header message or, for
+// the payload of a large transfer, 1 and 39 bits of a digest of its header
+// (the fields that FrameHeader::sameOp compares, and the size). A receiver
+// posts a large payload's receive with the header it expects, at once,
+// straight into the user's buffer: a payload whose header differs has
+// another tag and lands nowhere before its header was judged.
+constexpr int kRankBits = 24;
+constexpr ucp_tag_t kPayloadBit = ucp_tag_t{1} << (63 - kRankBits);
 constexpr ucp_tag_t kFullMask = ~ucp_tag_t{0};
-constexpr ucp_tag_t tagOf(int sender, TagKind kind) {
-  return (static_cast<ucp_tag_t>(static_cast<uint32_t>(sender)) << 32) | kind;
+constexpr ucp_tag_t senderTag(int sender) {
+  return static_cast<ucp_tag_t>(static_cast<uint32_t>(sender)) << (64 - kRankBits);
+}
+constexpr ucp_tag_t headerTag(int sender) {
+  return senderTag(sender);
+}
+ucp_tag_t payloadTag(int sender, const FrameHeader& h) {
+  uint64_t d = h.digest();
+  d ^= (h.bytes + 0x9e3779b97f4a7c15ULL) * 0xc2b2ae3d27d4eb4fULL;
+  return senderTag(sender) | kPayloadBit | (d & (kPayloadBit - 1));
 }
 
 // Statuses that mean the peer (or the path to it) is gone.
@@ -88,10 +103,12 @@ class UcxTransport final : public Transport {
     const Transfer* transfer = nullptr;
     FrameHeader header{};
     enum class Stage : uint8_t { Unposted, Header, Payload, Done } stage = Stage::Unposted;
-    void* headerReq = nullptr;   // the header message (with the payload when eager)
-    void* payloadReq = nullptr;  // the payload message of a large transfer
-    ucp_tag_recv_info_t info{};
-    uint8_t* bounce = nullptr;  // receives: the header and an eager payload land here
+    void* headerReq = nullptr;          // the header message (with the payload when eager)
+    void* payloadReq = nullptr;         // the payload message of a large transfer
+    ucp_tag_recv_info_t info{};         // the header message's
+    ucp_tag_recv_info_t payloadInfo{};  // the payload message's
+    ucp_tag_t payloadTag = 0;           // a large receive's payload tag
+    uint8_t* bounce = nullptr;          // receives: the header and an eager payload land here
     std::vector<ucp_dt_iov_t> iov;
   };
 
@@ -124,7 +141,9 @@ class UcxTransport final : public Transport {
     return param;
   }
 
+  // Posts the header's receive and, for a large transfer, the payload's.
   void postReceive(Op& op);
+  void postPayloadReceive(Op& op, ucp_tag_t tag);
   void postSend(Op& op);
   // Judges a received header (and copies an eager payload); posts the payload receive.
   bool onHeader(Op& op, size_t length, const FrameHeader& base, bool checkFingerprint, ExchangeFault& fault);
@@ -201,6 +220,10 @@ void UcxTransport::onReceived(void*, ucs_status_t, const ucp_tag_recv_info_t* in
 }
 
 void UcxTransport::open(TransportSetup& setup) {
+  if (nranks_ > (1 << kRankBits)) {
+    fail(cat("a communicator of ", nranks_, " ranks (UCX tags carry at most ", 1 << kRankBits, ")"),
+         UCS_ERR_UNSUPPORTED);
+  }
   createWorker();
   createEndpoints(exchangeAddresses(setup), setup);
   greetPeers(setup.deadline);
@@ -305,10 +328,17 @@ void UcxTransport::greetPeers(Deadline deadline) {
     hello.push_back(Transfer::send(p, nullptr, 0));
     hello.push_back(Transfer::recv(p, nullptr, 0));
   }
-  FrameHeader h;
-  h.kind = static_cast<uint8_t>(FrameKind::Collective);
-  ExchangeFault f = exchange(hello, h, true, deadline, watch, nullptr);
-  if (f.kind != ExchangeFault::Kind::None) {
+  // Two rounds. A rank's first round ends with a flush, which completes only
+  // once UCX finished wiring its endpoints up, and that needs every peer to
+  // progress its worker: the peers are then still in their second round,
+  // which cannot end before this rank's second message. (With one round, a
+  // rank whose peers had all left the greeting waited for them forever.)
+  for (uint64_t round = 0; round < 2; ++round) {
+    FrameHeader h;
+    h.kind = static_cast<uint8_t>(FrameKind::Collective);
+    h.seq = round;
+    ExchangeFault f = exchange(hello, h, true, deadline, watch, nullptr);
+    if (f.kind == ExchangeFault::Kind::None) continue;
     std::vector<int> unreached;
     for (const auto& pending : f.pending) unreached.push_back(pending.peer);
     if (f.peer >= 0) unreached.push_back(f.peer);
@@ -317,7 +347,9 @@ void UcxTransport::greetPeers(Deadline deadline) {
     ErrorBuilder(Errc::NetUcx)
         .rank(rank_, nranks_)
         .op("init")
-        .cause("UCX could not reach rank(s) ", joinRanks(unreached), " before the connect timeout",
+        .cause(unreached.empty() ? std::string("UCX did not finish connecting this rank's endpoints")
+                                 : cat("UCX could not reach rank(s) ", joinRanks(unreached)),
+               f.kind == ExchangeFault::Kind::TimedOut ? " before the connect timeout" : "",
                f.detail.empty() ? std::string() : cat(": ", f.detail))
         .raise();
   }
@@ -389,9 +421,10 @@ void UcxTransport::fillPayloadIov(const Transfer& t, std::vector<ucp_dt_iov_t>& 
 }
 
 void UcxTransport::postReceive(Op& op) {
-  const int peer = op.transfer->peer;
+  const Transfer& t = *op.transfer;
   op.stage = Op::Stage::Header;
-  auto& stashed = stash_[static_cast<size_t>(peer)];
+  if (t.bytes > kEagerBytes) postPayloadReceive(op, payloadTag(t.peer, op.header));
+  auto& stashed = stash_[static_cast<size_t>(t.peer)];
   if (!stashed.empty()) {  // taken by unreceived(): it comes first
     std::memcpy(op.bounce, stashed.front().data(), std::min(stashed.front().size(), kBounceBytes));
     op.info.length = stashed.front().size();
@@ -400,7 +433,26 @@ void UcxTransport::postReceive(Op& op) {
     return;
   }
   ucp_request_param_t param = receiveParam(op.info, ucp_dt_make_contig(1));
-  op.headerReq = api_.tagRecvNbx(worker_, op.bounce, kBounceBytes, tagOf(peer, kHeaderTag), kFullMask, &param);
+  op.headerReq = api_.tagRecvNbx(worker_, op.bounce, kBounceBytes, headerTag(t.peer), kFullMask, &param);
+}
+
+void UcxTransport::postPayloadReceive(Op& op, ucp_tag_t tag) {
+  const Transfer& t = *op.transfer;
+  // A large receive answers its sender when its data has come (UCX's
+  // rendezvous): the exchange's flush sees that answer out too, so the sender
+  // need not wait for this rank's next call into UCX.
+  sentSinceFlush_ = true;
+  op.payloadTag = tag;
+  op.payloadInfo.length = 0;
+  if (t.segments.empty()) {  // contiguous: UCX's zero-copy protocols apply
+    ucp_request_param_t param = receiveParam(op.payloadInfo, ucp_dt_make_contig(1));
+    op.payloadReq = api_.tagRecvNbx(worker_, t.recvData, t.bytes, tag, kFullMask, &param);
+    return;
+  }
+  op.iov.clear();
+  fillPayloadIov(t, op.iov);
+  ucp_request_param_t param = receiveParam(op.payloadInfo, ucp_dt_make_iov());
+  op.payloadReq = api_.tagRecvNbx(worker_, op.iov.data(), op.iov.size(), tag, kFullMask, &param);
 }
 
 void UcxTransport::postSend(Op& op) {
@@ -415,17 +467,18 @@ void UcxTransport::postSend(Op& op) {
     op.iov.push_back({&op.header, kHeaderBytes});
     if (t.bytes > 0) fillPayloadIov(t, op.iov);
     param.datatype = ucp_dt_make_iov();
-    op.headerReq = api_.tagSendNbx(ep, op.iov.data(), op.iov.size(), tagOf(rank_, kHeaderTag), &param);
+    op.headerReq = api_.tagSendNbx(ep, op.iov.data(), op.iov.size(), headerTag(rank_), &param);
     return;
   }
   param.datatype = ucp_dt_make_contig(1);
-  op.headerReq = api_.tagSendNbx(ep, &op.header, kHeaderBytes, tagOf(rank_, kHeaderTag), &param);
+  op.headerReq = api_.tagSendNbx(ep, &op.header, kHeaderBytes, headerTag(rank_), &param);
+  const ucp_tag_t tag = payloadTag(rank_, op.header);
   if (t.segments.empty()) {  // contiguous: UCX's zero-copy protocols apply
-    op.payloadReq = api_.tagSendNbx(ep, t.sendData, t.bytes, tagOf(rank_, kPayloadTag), &param);
+    op.payloadReq = api_.tagSendNbx(ep, t.sendData, t.bytes, tag, &param);
   } else {
     fillPayloadIov(t, op.iov);
     param.datatype = ucp_dt_make_iov();
-    op.payloadReq = api_.tagSendNbx(ep, op.iov.data(), op.iov.size(), tagOf(rank_, kPayloadTag), &param);
+    op.payloadReq = api_.tagSendNbx(ep, op.iov.data(), op.iov.size(), tag, &param);
   }
   op.stage = Op::Stage::Payload;
 }
@@ -459,16 +512,21 @@ bool UcxTransport::onHeader(Op& op, size_t length, const FrameHeader& base, bool
     op.stage = Op::Stage::Done;
     return true;
   }
-  op.info.length = 0;
-  if (t.segments.empty()) {  // contiguous: UCX's zero-copy protocols apply
-    ucp_request_param_t param = receiveParam(op.info, ucp_dt_make_contig(1));
-    op.payloadReq = api_.tagRecvNbx(worker_, t.recvData, t.bytes, tagOf(t.peer, kPayloadTag), kFullMask, &param);
-  } else {
-    op.iov.clear();
-    fillPayloadIov(t, op.iov);
-    ucp_request_param_t param = receiveParam(op.info, ucp_dt_make_iov());
-    op.payloadReq =
-        api_.tagRecvNbx(worker_, op.iov.data(), op.iov.size(), tagOf(t.peer, kPayloadTag), kFullMask, &param);
+  // The payload's receive was posted with the header this rank expected. A
+  // header that agrees without being the same (VIGIL_FINGERPRINT=0 compares
+  // the shape only) came with another payload tag: the receive moves to it.
+  const ucp_tag_t theirs = payloadTag(t.peer, op.header);
+  if (theirs != op.payloadTag) {
+    if (op.payloadReq != nullptr && !UCS_PTR_IS_ERR(op.payloadReq)) api_.requestCancel(worker_, op.payloadReq);
+    progressAll();
+    if (settle(op.payloadReq) == UCS_INPROGRESS) {  // taken by a message after all: cannot be moved
+      api_.requestFree(op.payloadReq);
+      op.payloadReq = nullptr;
+      fault.kind = ExchangeFault::Kind::Protocol;
+      fault.peer = t.peer;
+      return false;
+    }
+    postPayloadReceive(op, theirs);
   }
   op.stage = Op::Stage::Payload;
   return true;
@@ -536,7 +594,7 @@ int UcxTransport::pass(const FrameHeader& base, bool checkFingerprint, ExchangeF
       const int got = settleReceive(op.payloadReq, t.peer, peerFailed, fault);
       if (got < 0) return -1;
       if (got == 0) continue;
-      if (op.info.length != t.bytes) {
+      if (op.payloadInfo.length != t.bytes) {
         fault.kind = ExchangeFault::Kind::Protocol;
         fault.peer = t.peer;
         return -1;
@@ -674,7 +732,7 @@ ExchangeFault UcxTransport::exchange(std::span<const Transfer> transfers, const 
     op.header.bytes = t.bytes;
     op.stage = Op::Stage::Unposted;
     op.headerReq = op.payloadReq = nullptr;
-    op.info = {};
+    op.info = op.payloadInfo = {};
     op.bounce = nullptr;
     if (!t.isSend) {
       op.bounce = bounce_.data() + kBounceBytes * nextBounce++;
@@ -733,7 +791,7 @@ std::optional<FrameHeader> UcxTransport::unreceived(int peer) {
   if (stashed.empty()) {
     progressAll();
     ucp_tag_recv_info_t info{};
-    ucp_tag_message_h msg = api_.tagProbeNb(worker_, tagOf(peer, kHeaderTag), kFullMask, 1, &info);
+    ucp_tag_message_h msg = api_.tagProbeNb(worker_, headerTag(peer), kFullMask, 1, &info);
     if (msg == nullptr) return std::nullopt;
     std::vector<uint8_t> bytes(info.length);
     ucp_request_param_t param = receiveParam(info, ucp_dt_make_contig(1));

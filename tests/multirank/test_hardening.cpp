@@ -245,6 +245,30 @@ TEST(Hardening, CountAndRootStayCheckedWithTheFingerprintOff) {
   }
 }
 
+// VIGIL_FINGERPRINT=0 compares only the shape: ranks that differ in the
+// reduction alone still run, and every payload still lands (over UCX, a large
+// payload's receive is posted for the header this rank expects and moves to
+// the one that came).
+TEST(Hardening, ReductionsThatDifferRunWithTheFingerprintOff) {
+  vigilConfig cfg = testConfig();
+  cfg.fingerprint = 0;
+  constexpr size_t kCount = 64 * 1024;  // 256 KiB: past every transport's eager size
+  runRanks(
+      2,
+      [&](int rank, vigilComm_t comm) {
+        std::vector<float> in(kCount, rank == 0 ? 1.0f : 2.0f);
+        std::vector<float> out(kCount);
+        std::memset(out.data(), 0xA5, out.size() * sizeof(float));
+        const vigilResult_t rc =
+            vigilAllReduce(in.data(), out.data(), kCount, vigilFloat32, rank == 0 ? vigilSum : vigilMax, comm, nullptr);
+        ASSERT_EQ(rc, vigilSuccess) << vigilGetLastError(comm);
+        size_t unexpected = 0;
+        for (float v : out) unexpected += (v != 3.0f && v != 2.0f) ? 1 : 0;  // 1 + 2 or max(1, 2)
+        EXPECT_EQ(unexpected, 0u);
+      },
+      cfg);
+}
+
 // Only the receiver saw a size disagreement, under VG-OP-002 and with its
 // receive called "send #0"; now VG-OP-003 names both ends, and the sender
 // hears it too.
