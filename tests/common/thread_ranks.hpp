@@ -5,14 +5,24 @@
 
 #include <gtest/gtest.h>
 
+#include <cstdlib>
 #include <functional>
 #include <string>
 #include <thread>
 #include <vector>
 
+#include "api/handles.hpp"
+#include "comm/communicator.hpp"
 #include "vigil/vigil.h"
 
 namespace vigil::test {
+
+// Ranks talk over loopback only: a test binary's communicators bind to lo
+// unless its environment names an interface. Set before main(), while this
+// process has one thread (CMake cannot give a discovered test two variables:
+// gtest_discover_tests splits a property's list, so the transport variants
+// set VIGIL_TRANSPORT alone).
+inline const bool kLoopbackOnly = ::setenv("VIGIL_SOCKET_IFNAME", "lo", /*overwrite=*/0) == 0;
 
 inline vigilRootInfo newRootInfo() {
   vigilRootInfo info{};
@@ -27,6 +37,14 @@ inline vigilConfig testConfig(int timeoutMs = 60000, int connectTimeoutMs = 6000
   return cfg;
 }
 
+// A suite run once per transport (VIGIL_TRANSPORT in its environment) runs
+// on that transport, or fails: a variant never passes on another one.
+inline void expectAskedTransport(int n, vigilComm_t comm) {
+  const char* asked = std::getenv("VIGIL_TRANSPORT");
+  if (n < 2 || asked == nullptr || std::string(asked).empty() || std::string(asked) == "auto") return;
+  EXPECT_EQ(std::string(vigil::api::acquire(comm)->transportName()), asked);
+}
+
 // Runs body(rank, comm) on n thread-ranks; each thread creates and destroys
 // its communicator (unless the body set it to NULL: it aborted it). Init
 // failures fail the test with the error text.
@@ -39,6 +57,7 @@ inline void runRanks(int n, const std::function<void(int, vigilComm_t&)>& body,
       vigilComm_t comm = nullptr;
       vigilResult_t rc = vigilCommInitRootInfoConfig(n, &info, r, &config, &comm);
       ASSERT_EQ(rc, vigilSuccess) << "rank " << r << ": " << vigilGetLastError(nullptr);
+      expectAskedTransport(n, comm);
       body(r, comm);
       if (comm != nullptr) {
         EXPECT_EQ(vigilCommDestroy(comm), vigilSuccess) << vigilGetLastError(comm);
