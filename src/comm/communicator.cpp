@@ -130,6 +130,7 @@ void Communicator::runCollective(const OpDesc& op) {
   VIGIL_LOG_AT(LogLevel::Trace, rank_, op_.label, " seq ", seq, " count ", op.count, " ", dtypeName(op.dtype));
 
   algorithm.run(*this, op);
+  if (nranks_ > 1 && !op_.heardByRight) control_.pushFingerprint(op_.header);
   if (nranks_ > 1 && !op_.heardFromLeft) confirmWithLeftNeighbour();
   completedSeq_.store(seq);  // the data moved consistently, whatever the numbers say
   if (config_.nanCheck) checkNumerics(op, seq, nonFiniteInput);
@@ -165,7 +166,7 @@ uint64_t Communicator::syncStep() {
   if (!op_.shmChecked) {
     // Every rank wrote its fingerprint before its first post of the op.
     op_.shmChecked = true;
-    op_.heardFromLeft = true;
+    op_.heardFromLeft = op_.heardByRight = true;
     const uint64_t mine = op_.header.digest();
     for (int q : allPeers_) {
       if (p.digestOf(q, op_.header.seq) == mine) continue;  // the fast path: no other cache line
@@ -240,14 +241,25 @@ void Communicator::exchange(std::span<const Transfer> transfers) {
 void Communicator::exchange(std::span<const Transfer> transfers, ExchangeWork* work) {
   ExchangeFault fault = transport_->exchange(transfers, op_.header, config_.fingerprint, op_.deadline, *this, work);
   if (fault.kind != ExchangeFault::Kind::None) failOp(fault);
-  const int left = algo::mod(rank_ - 1, nranks_);
-  for (const Transfer& t : transfers) op_.heardFromLeft |= !t.isSend && t.peer == left;
+  const int left = algo::mod(rank_ - 1, nranks_), right = algo::mod(rank_ + 1, nranks_);
+  for (const Transfer& t : transfers) {
+    op_.heardFromLeft |= !t.isSend && t.peer == left;
+    op_.heardByRight |= t.isSend && t.peer == right;
+  }
 }
 
 void Communicator::confirmWithLeftNeighbour() {
   const int left = algo::mod(rank_ - 1, nranks_);
-  if (!op_.stallQueried) control_.queryLeftFingerprint(op_.header.seq);
-  std::optional<FrameHeader> theirs = control_.waitLeftFingerprint(op_.header.seq, op_.deadline);
+  // The left neighbour sent no data message to this rank in this op, so it
+  // pushed its fingerprint at the op's end: here, or on its way. Asked for
+  // only if it has not come by the stall time.
+  std::optional<FrameHeader> theirs =
+      control_.waitLeftFingerprint(op_.header.seq, op_.stallQueried ? op_.deadline : op_.deadline.earlier(op_.stallAt));
+  if (!theirs && !op_.stallQueried && op_.stallAt.expired() && !op_.deadline.expired()) {
+    op_.stallQueried = true;
+    control_.queryLeftFingerprint(op_.header.seq);
+    theirs = control_.waitLeftFingerprint(op_.header.seq, op_.deadline);
+  }
   if (theirs) {
     if (theirs->agrees(op_.header, config_.fingerprint)) return;
     Error e = faults_.mismatch(left, op_.header, *theirs);

@@ -188,7 +188,7 @@ void Communicator::runHierarchical(const OpDesc& op) {
     hier_->failSteps(wrapped);
     throw poisonWith(wrapped, true);
   }
-  op_.heardFromLeft = true;  // every step compared its fingerprints with its own peers
+  op_.heardFromLeft = op_.heardByRight = true;  // every step compared its fingerprints with its own peers
 }
 
 }  // namespace vigil

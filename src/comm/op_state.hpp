@@ -18,6 +18,7 @@ struct OpState {
   Deadline stallAt = Deadline::never();   // then ask the left neighbour what it runs
   bool watchPeers = false;                // a collective: any peer's change matters, not only its sockets
   bool heardFromLeft = false;             // a data message from the left neighbour matched this op
+  bool heardByRight = false;              // the right neighbour compares this op's fingerprint with its own
   bool shmChecked = false;                // the op's first load/store sync compared the fingerprints
   bool stallQueried = false;              // the left neighbour's fingerprint was asked for
 

@@ -99,6 +99,10 @@ class ControlPlane {
   // Records this rank's fingerprint for its seq (and answers a query that
   // was waiting for it).
   void recordFingerprint(const FrameHeader& mine);
+  // Sends this rank's fingerprint to its right neighbour unasked: an op
+  // that sent it no data message ends with this, so that the neighbour
+  // confirms the op without a round trip, even if this rank stops at once.
+  void pushFingerprint(const FrameHeader& mine) { sendFingerprint(mine); }
   // Asks the left neighbour for its fingerprint of `seq` (answered at once,
   // or when it reaches that seq).
   void queryLeftFingerprint(uint64_t seq);

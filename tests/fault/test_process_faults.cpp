@@ -175,12 +175,14 @@ INSTANTIATE_TEST_SUITE_P(Transports, ProcessKillDuringAllReduce,
 
 // ---- A rank that is alive but frozen (SIGSTOP): the timeout report names it ----
 
-TEST(ProcessStoppedRank, TheTimeoutReportNamesTheStoppedRankAsUnresponsive) {
+class ProcessStoppedRank : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(ProcessStoppedRank, TheTimeoutReportNamesTheStoppedRankAsUnresponsive) {
   constexpr int kRanks = 3, kStopped = 2, kStopIter = 3;
   RankJob job(kRanks,
               {"loop", "--iters", "8", "--count", "1024", "--leave-rank", std::to_string(kStopped), "--leave-iter",
                std::to_string(kStopIter), "--how", "stop"},
-              {{"VIGIL_TIMEOUT_MS", "1500"}, {"VIGIL_CONNECT_TIMEOUT_MS", "60000"}});
+              {{"VIGIL_TIMEOUT_MS", "1500"}, {"VIGIL_CONNECT_TIMEOUT_MS", "60000"}, {"VIGIL_TRANSPORT", GetParam()}});
   for (int r : {0, 1}) {
     ASSERT_TRUE(job.waitLine(r, [](const std::string& l) { return isFail(l); })) << job.dump();
   }
@@ -199,6 +201,17 @@ TEST(ProcessStoppedRank, TheTimeoutReportNamesTheStoppedRankAsUnresponsive) {
     std::cout << "SIGSTOP'd rank 2 -> rank " << r << ": " << f.text << "\n";
   }
 }
+
+// Over every transport: a rank stopped right after an op must not fail that
+// op on its neighbours (they confirm it from the fingerprint it pushed).
+INSTANTIATE_TEST_SUITE_P(Transports, ProcessStoppedRank,
+                         ::testing::Values("auto", "tcp"
+#if VIGIL_TEST_UCX
+                                           ,
+                                           "ucx"
+#endif
+                                           ),
+                         [](const auto& info) { return info.param; });
 
 // ---- S6: returning from main without vigilCommDestroy is a clean exit ----
 
