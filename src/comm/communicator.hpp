@@ -33,6 +33,7 @@
 namespace vigil {
 
 class Hierarchy;
+class RmaWindow;
 
 // Seams for tests that need a rank to look different (version skew).
 struct InitOverrides {
@@ -117,6 +118,13 @@ class Communicator : public algo::LoadStoreRunner, public algo::HierarchicalRunn
   // Throws if no operation may start: finalized, destroyed, or failed earlier
   // (then with the first error's result code and text).
   void checkUsable() const;
+
+  // Collective: every rank registers [base, base + bytes) for one-sided
+  // access and attaches every other rank's (comm/rma_window.hpp). Throws
+  // VG-NET-008 when the transport has no one-sided access.
+  std::unique_ptr<RmaWindow> createWindow(void* base, size_t bytes);
+  // RmaWindow::flush: this rank's puts and gets complete, as an operation.
+  void flushRma();
 
   ErrorBuilder error(Errc errc) const { return ErrorBuilder(errc).rank(rank_, nranks_).comm(name_); }
   // The transport ("shm" or "tcp") and the algorithm of the last collective.

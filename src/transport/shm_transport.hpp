@@ -57,6 +57,7 @@ class ShmTransport final : public Transport, public LoadStoreDomain {
   }
   // Rings this rank's own doorbell.
   void wakeWaiters() override { bells_[rank_].ring(); }
+  RmaDomain* rma() override { return nullptr; }
   LoadStoreDomain* loadStore() override { return this; }
   // Unmapping the segment never waits for a peer.
   void abandon() override {}

@@ -26,6 +26,7 @@ class TcpTransport final : public Transport {
   void wakeWaiters() override {}
   // Closing a socket never waits for the peer.
   void abandon() override {}
+  RmaDomain* rma() override { return nullptr; }
   LoadStoreDomain* loadStore() override { return nullptr; }
 
  private:

@@ -167,7 +167,7 @@ enum class Capability : uint32_t {
   // (loadStore() is not null): the load/store rows of the algorithm table run.
   LoadStore = 1u << 1,
   // One-sided put/get into registered memory of a peer, without the peer's
-  // participation. No transport offers it yet.
+  // participation (rma() is not null).
   Rma = 1u << 2,
 };
 using Capabilities = uint32_t;
@@ -211,6 +211,47 @@ class LoadStoreDomain {
   virtual ExchangeFault waitAll(uint64_t step, Deadline deadline, LivenessWatch& watch) = 0;
 };
 
+// The one-sided capability: memory a rank registers for its peers, and puts
+// and gets into the peers' registered memory that the peers take no part in.
+//
+// A rank registers a region and hands its description (address, size and
+// packed key) to the peers by other means (the communicator all-gathers
+// them); a peer attaches it and then reads and writes it. Puts and gets
+// only start; flush() waits until every one this rank started is complete
+// at its target (a put's bytes are in the target's memory, a get's in this
+// rank's). Until then their source and destination buffers stay the
+// caller's to keep.
+class RmaRegion {
+ public:
+  virtual ~RmaRegion() = default;
+  virtual uint64_t address() const = 0;
+  virtual size_t bytes() const = 0;
+  // What a peer needs beside the address and size to reach it.
+  virtual std::span<const uint8_t> packedKey() const = 0;
+};
+class RmaTarget {  // a peer's region, attached
+ public:
+  virtual ~RmaTarget() = default;
+  virtual int peer() const = 0;
+  virtual size_t bytes() const = 0;
+};
+class RmaDomain {
+ public:
+  virtual ~RmaDomain() = default;
+  // Registers [base, base + bytes). Throws vigil::Error (the transport's id).
+  virtual std::unique_ptr<RmaRegion> registerMemory(void* base, size_t bytes) = 0;
+  // Attaches `peer`'s region from its description. Throws vigil::Error.
+  virtual std::unique_ptr<RmaTarget> attach(int peer, uint64_t address, size_t bytes,
+                                            std::span<const uint8_t> packedKey) = 0;
+  // Start a transfer of `bytes` at `offset` into (put) or out of (get) the
+  // target; the caller checked the bounds. A failure to start (a gone peer)
+  // is reported by the next flush.
+  virtual void put(RmaTarget& target, size_t offset, const void* source, size_t bytes) = 0;
+  virtual void get(RmaTarget& target, size_t offset, void* destination, size_t bytes) = 0;
+  // Waits until every put and get started since the last flush completed.
+  virtual ExchangeFault flush(Deadline deadline, LivenessWatch& watch) = 0;
+};
+
 // A communicator's connection to its peers over one transport.
 class Transport {
  public:
@@ -235,6 +276,8 @@ class Transport {
   virtual void abandon() = 0;
   // The load/store capability: not null exactly when capabilities() has LoadStore.
   virtual LoadStoreDomain* loadStore() = 0;
+  // The one-sided capability: not null exactly when capabilities() has Rma.
+  virtual RmaDomain* rma() = 0;
 };
 
 // What a transport's connection setup gets: the ranks (from the

@@ -53,7 +53,12 @@ Loaded loadOnce() {
       resolve(lib, "ucp_request_check_status", a.requestCheckStatus, l.why) &&
       resolve(lib, "ucp_request_cancel", a.requestCancel, l.why) &&
       resolve(lib, "ucp_request_free", a.requestFree, l.why) &&
-      resolve(lib, "ucs_status_string", a.statusString, l.why);
+      resolve(lib, "ucs_status_string", a.statusString, l.why) && resolve(lib, "ucp_mem_map", a.memMap, l.why) &&
+      resolve(lib, "ucp_mem_unmap", a.memUnmap, l.why) && resolve(lib, "ucp_rkey_pack", a.rkeyPack, l.why) &&
+      resolve(lib, "ucp_rkey_buffer_release", a.rkeyBufferRelease, l.why) &&
+      resolve(lib, "ucp_ep_rkey_unpack", a.epRkeyUnpack, l.why) &&
+      resolve(lib, "ucp_rkey_destroy", a.rkeyDestroy, l.why) && resolve(lib, "ucp_put_nbx", a.putNbx, l.why) &&
+      resolve(lib, "ucp_get_nbx", a.getNbx, l.why);
   return l;
 }
 

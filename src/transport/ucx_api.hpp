@@ -34,6 +34,15 @@ struct Api {
   decltype(&ucp_request_cancel) requestCancel;
   decltype(&ucp_request_free) requestFree;
   decltype(&ucs_status_string) statusString;
+  // One-sided access
+  decltype(&ucp_mem_map) memMap;
+  decltype(&ucp_mem_unmap) memUnmap;
+  decltype(&ucp_rkey_pack) rkeyPack;
+  decltype(&ucp_rkey_buffer_release) rkeyBufferRelease;
+  decltype(&ucp_ep_rkey_unpack) epRkeyUnpack;
+  decltype(&ucp_rkey_destroy) rkeyDestroy;
+  decltype(&ucp_put_nbx) putNbx;
+  decltype(&ucp_get_nbx) getNbx;
 };
 
 // The loaded API, or null with `why` saying what failed (dlopen's words).

@@ -68,7 +68,7 @@ struct PeerSlot {
   ucs_status_t failed = UCS_OK;
 };
 
-class UcxTransport final : public Transport {
+class UcxTransport final : public Transport, public RmaDomain {
  public:
   UcxTransport(const ucx::Api& api, int rank, int nranks)
       : api_(api),
@@ -86,7 +86,7 @@ class UcxTransport final : public Transport {
   void open(TransportSetup& setup);
 
   const char* name() const override { return "ucx"; }
-  Capabilities capabilities() const override { return static_cast<Capabilities>(Capability::GatherScatter); }
+  Capabilities capabilities() const override { return Capability::GatherScatter | Capability::Rma; }
   ExchangeFault exchange(std::span<const Transfer> transfers, const FrameHeader& header, bool checkFingerprint,
                          Deadline deadline, LivenessWatch& watch, ExchangeWork* work) override;
   std::optional<FrameHeader> unreceived(int peer) override;
@@ -96,8 +96,27 @@ class UcxTransport final : public Transport {
   // (an aborted job's peers may never progress again).
   void abandon() override { abandoned_.store(true); }
   LoadStoreDomain* loadStore() override { return nullptr; }
+  RmaDomain* rma() override { return this; }
+
+  // RmaDomain
+  std::unique_ptr<RmaRegion> registerMemory(void* base, size_t bytes) override;
+  std::unique_ptr<RmaTarget> attach(int peer, uint64_t address, size_t bytes,
+                                    std::span<const uint8_t> packedKey) override;
+  void put(RmaTarget& target, size_t offset, const void* source, size_t bytes) override;
+  void get(RmaTarget& target, size_t offset, void* destination, size_t bytes) override;
+  ExchangeFault flush(Deadline deadline, LivenessWatch& watch) override;
 
  private:
+  class Region;
+  class Target;
+  // A started put or get, until it completes.
+  struct RmaRequest {
+    void* req;
+    int peer;
+  };
+  void startRma(Target& target, void* req);
+  // 1: every started put/get and the flush complete; 0: not yet; -1: failed.
+  int rmaPass(ExchangeFault& fault);
   // One transfer in flight.
   struct Op {
     const Transfer* transfer = nullptr;
@@ -155,8 +174,10 @@ class UcxTransport final : public Transport {
   // 1: every transfer done; 0: not yet; -1: failed (`fault` set).
   int pass(const FrameHeader& base, bool checkFingerprint, ExchangeFault& fault);
   bool needs(int peer) const;
-  ExchangeFault wait(const FrameHeader& base, bool checkFingerprint, Deadline deadline, LivenessWatch& watch,
-                     ExchangeWork* work);
+  // Progresses the worker until step(fault) returns 1 (done) or -1 (failed),
+  // asleep when nothing moves; `needs(peer)`: whether a gone peer matters.
+  template <class Step, class Needs>
+  ExchangeFault waitFor(Step step, Needs needs, Deadline deadline, LivenessWatch& watch, ExchangeWork* work);
   // After a failure: cancels what is still posted and waits (bounded) until
   // UCX no longer touches the transfers' buffers.
   void quiesce();
@@ -185,7 +206,51 @@ class UcxTransport final : public Transport {
   std::atomic<bool> abandoned_{false};
   bool faulted_ = false;
   bool sentSinceFlush_ = false;
-  void* flushReq_ = nullptr;  // an exchange failed: teardown closes the endpoints at once
+  void* flushReq_ = nullptr;
+  std::vector<RmaRequest> rmaRequests_;
+  void* rmaFlushReq_ = nullptr;
+  bool rmaFlushPosted_ = false;
+};
+
+class UcxTransport::Region final : public RmaRegion {
+ public:
+  Region(const ucx::Api& api, ucp_context_h context, ucp_mem_h memh, uint64_t address, size_t bytes,
+         std::vector<uint8_t> key)
+      : api_(api), context_(context), memh_(memh), address_(address), bytes_(bytes), key_(std::move(key)) {}
+  ~Region() override {
+    if (memh_ != nullptr) api_.memUnmap(context_, memh_);
+  }
+  uint64_t address() const override { return address_; }
+  size_t bytes() const override { return bytes_; }
+  std::span<const uint8_t> packedKey() const override { return key_; }
+
+ private:
+  const ucx::Api& api_;
+  ucp_context_h context_;
+  ucp_mem_h memh_;
+  uint64_t address_;
+  size_t bytes_;
+  std::vector<uint8_t> key_;
+};
+
+class UcxTransport::Target final : public RmaTarget {
+ public:
+  Target(const ucx::Api& api, int peer, uint64_t address, size_t bytes, ucp_rkey_h rkey)
+      : api_(api), peer_(peer), address_(address), bytes_(bytes), rkey_(rkey) {}
+  ~Target() override {
+    if (rkey_ != nullptr) api_.rkeyDestroy(rkey_);
+  }
+  int peer() const override { return peer_; }
+  size_t bytes() const override { return bytes_; }
+  uint64_t address() const { return address_; }
+  ucp_rkey_h rkey() const { return rkey_; }  // null: this rank's own region (a copy)
+
+ private:
+  const ucx::Api& api_;
+  int peer_;
+  uint64_t address_;
+  size_t bytes_;
+  ucp_rkey_h rkey_;
 };
 
 void UcxTransport::fail(const std::string& what, ucs_status_t status) const {
@@ -234,7 +299,7 @@ void UcxTransport::createWorker() {
   if (ucs_status_t s = api_.configRead(nullptr, nullptr, &config); s != UCS_OK) fail("reading UCX's configuration", s);
   ucp_params_t params{};
   params.field_mask = UCP_PARAM_FIELD_FEATURES | UCP_PARAM_FIELD_ESTIMATED_NUM_EPS;
-  params.features = UCP_FEATURE_TAG | UCP_FEATURE_WAKEUP;
+  params.features = UCP_FEATURE_TAG | UCP_FEATURE_WAKEUP | UCP_FEATURE_RMA;
   params.estimated_num_eps = static_cast<size_t>(nranks_);
   const ucs_status_t initStatus = api_.initVersion(UCP_API_MAJOR, UCP_API_MINOR, &params, config, &context_);
   api_.configRelease(config);
@@ -645,13 +710,14 @@ bool UcxTransport::needs(int peer) const {
   return false;
 }
 
-ExchangeFault UcxTransport::wait(const FrameHeader& base, bool checkFingerprint, Deadline deadline,
-                                 LivenessWatch& watch, ExchangeWork* work) {
+template <class Step, class Needs>
+ExchangeFault UcxTransport::waitFor(Step step, Needs needs, Deadline deadline, LivenessWatch& watch,
+                                    ExchangeWork* work) {
   ExchangeFault fault;
   bool stalled = false;
   while (true) {
     progressAll();
-    if (const int r = pass(base, checkFingerprint, fault); r != 0) return r > 0 ? ExchangeFault{} : fault;
+    if (const int r = step(fault); r != 0) return r > 0 ? ExchangeFault{} : fault;
     if (work != nullptr && work->pending()) {
       work->runOne();
       continue;
@@ -659,7 +725,7 @@ ExchangeFault UcxTransport::wait(const FrameHeader& base, bool checkFingerprint,
     int r = 0;
     for (int i = 0; i < spinIterations_ + kYields && r == 0; ++i) {
       if (i >= spinIterations_) sched_yield();
-      if (api_.workerProgress(worker_) != 0) r = pass(base, checkFingerprint, fault);
+      if (api_.workerProgress(worker_) != 0) r = step(fault);
     }
     if (r != 0) return r > 0 ? ExchangeFault{} : fault;
     // Sleep until the worker has events. Busy (events came in since the last
@@ -698,7 +764,7 @@ ExchangeFault UcxTransport::wait(const FrameHeader& base, bool checkFingerprint,
     if (gone >= 0) {
       // What the peer sent before it went may be here already: use it.
       progressAll();
-      if (const int r = pass(base, checkFingerprint, fault); r != 0) return r > 0 ? ExchangeFault{} : fault;
+      if (const int r = step(fault); r != 0) return r > 0 ? ExchangeFault{} : fault;
       fault.kind = ExchangeFault::Kind::PeerGone;
       fault.peer = gone;
       return fault;
@@ -739,7 +805,8 @@ ExchangeFault UcxTransport::exchange(std::span<const Transfer> transfers, const 
       postReceive(op);  // every receive at once: tag matching keeps each peer's order
     }
   }
-  ExchangeFault fault = wait(header, checkFingerprint, deadline, watch, work);
+  ExchangeFault fault = waitFor([&](ExchangeFault& f) { return pass(header, checkFingerprint, f); },
+                                [this](int peer) { return needs(peer); }, deadline, watch, work);
   if (fault.kind != ExchangeFault::Kind::None) {
     faulted_ = true;
     if (fault.kind == ExchangeFault::Kind::TimedOut) {
@@ -805,6 +872,143 @@ std::optional<FrameHeader> UcxTransport::unreceived(int peer) {
   FrameHeader h;
   std::memcpy(&h, stashed.front().data(), kHeaderBytes);
   return h;
+}
+
+std::unique_ptr<RmaRegion> UcxTransport::registerMemory(void* base, size_t bytes) {
+  ucp_mem_map_params_t mp{};
+  mp.field_mask = UCP_MEM_MAP_PARAM_FIELD_ADDRESS | UCP_MEM_MAP_PARAM_FIELD_LENGTH;
+  mp.address = base;
+  mp.length = bytes;
+  ucp_mem_h memh = nullptr;
+  const auto raise = [&](const char* what, ucs_status_t status) {
+    ErrorBuilder(Errc::NetUcx)
+        .rank(rank_, nranks_)
+        .op("window")
+        .cause(what, " ", bytes, " bytes at ", base, " for one-sided access: UCX says \"", api_.statusString(status),
+               "\"")
+        .raise();
+  };
+  if (ucs_status_t st = api_.memMap(context_, &mp, &memh); st != UCS_OK) raise("registering", st);
+  void* packed = nullptr;
+  size_t packedBytes = 0;
+  if (ucs_status_t st = api_.rkeyPack(context_, memh, &packed, &packedBytes); st != UCS_OK) {
+    api_.memUnmap(context_, memh);
+    raise("packing the remote key of", st);
+  }
+  std::vector<uint8_t> key(static_cast<uint8_t*>(packed), static_cast<uint8_t*>(packed) + packedBytes);
+  api_.rkeyBufferRelease(packed);
+  return std::make_unique<Region>(api_, context_, memh, reinterpret_cast<uint64_t>(base), bytes, std::move(key));
+}
+
+std::unique_ptr<RmaTarget> UcxTransport::attach(int peer, uint64_t address, size_t bytes,
+                                                std::span<const uint8_t> packedKey) {
+  ucp_rkey_h rkey = nullptr;
+  if (peer != rank_) {
+    ucp_ep_h ep = eps_[static_cast<size_t>(peer)];
+    const ucs_status_t st = ep == nullptr ? UCS_ERR_NOT_CONNECTED : api_.epRkeyUnpack(ep, packedKey.data(), &rkey);
+    if (st != UCS_OK) {
+      ErrorBuilder(Errc::NetUcx)
+          .rank(rank_, nranks_)
+          .op("window")
+          .peer(peer)
+          .cause("attaching rank ", peer, "'s window (", bytes, " bytes): UCX says \"", api_.statusString(st), "\"")
+          .raise();
+    }
+  }
+  return std::make_unique<Target>(api_, peer, address, bytes, rkey);
+}
+
+void UcxTransport::startRma(Target& target, void* req) {
+  if (req == nullptr) return;  // complete already
+  rmaRequests_.push_back({req, target.peer()});
+}
+
+void UcxTransport::put(RmaTarget& target, size_t offset, const void* source, size_t bytes) {
+  auto& t = static_cast<Target&>(target);
+  if (t.rkey() == nullptr) {  // this rank's own window
+    std::memcpy(reinterpret_cast<void*>(t.address() + offset), source, bytes);
+    return;
+  }
+  ucp_request_param_t param{};
+  startRma(t, api_.putNbx(eps_[static_cast<size_t>(t.peer())], source, bytes, t.address() + offset, t.rkey(), &param));
+}
+
+void UcxTransport::get(RmaTarget& target, size_t offset, void* destination, size_t bytes) {
+  auto& t = static_cast<Target&>(target);
+  if (t.rkey() == nullptr) {
+    std::memcpy(destination, reinterpret_cast<const void*>(t.address() + offset), bytes);
+    return;
+  }
+  ucp_request_param_t param{};
+  startRma(
+      t, api_.getNbx(eps_[static_cast<size_t>(t.peer())], destination, bytes, t.address() + offset, t.rkey(), &param));
+}
+
+int UcxTransport::rmaPass(ExchangeFault& fault) {
+  for (size_t i = 0; i < rmaRequests_.size();) {
+    RmaRequest& r = rmaRequests_[i];
+    const ucs_status_t st = settle(r.req);
+    if (st == UCS_INPROGRESS) {
+      if (slots_[static_cast<size_t>(r.peer)].failed != UCS_OK) {
+        lostPeer(r.peer, slots_[static_cast<size_t>(r.peer)].failed, fault);
+        return -1;
+      }
+      ++i;
+      continue;
+    }
+    if (st != UCS_OK) {
+      lostPeer(r.peer, st, fault);
+      return -1;
+    }
+    rmaRequests_[i] = rmaRequests_.back();
+    rmaRequests_.pop_back();
+  }
+  if (!rmaRequests_.empty()) return 0;
+  // A put is complete for UCX once its source may be reused; the flush
+  // waits until it is in the target's memory.
+  if (!rmaFlushPosted_) {
+    ucp_request_param_t param{};
+    rmaFlushReq_ = api_.workerFlushNbx(worker_, &param);
+    rmaFlushPosted_ = true;
+  }
+  const ucs_status_t st = settle(rmaFlushReq_);
+  if (st == UCS_INPROGRESS) return 0;
+  rmaFlushPosted_ = false;
+  if (st != UCS_OK) {
+    fault.kind = ExchangeFault::Kind::IoError;
+    fault.err = EIO;
+    fault.ioErrc = Errc::NetUcx;
+    fault.detail = cat("flushing one-sided accesses: UCX says \"", api_.statusString(st), "\"");
+    return -1;
+  }
+  return 1;
+}
+
+ExchangeFault UcxTransport::flush(Deadline deadline, LivenessWatch& watch) {
+  ExchangeFault fault = waitFor([this](ExchangeFault& f) { return rmaPass(f); },
+                                [this](int peer) {
+                                  for (const RmaRequest& r : rmaRequests_) {
+                                    if (r.peer == peer) return true;
+                                  }
+                                  return false;
+                                },
+                                deadline, watch, nullptr);
+  if (fault.kind != ExchangeFault::Kind::None) {
+    // Puts and gets cannot be cancelled: the endpoints close at once, which
+    // ends them, and the communicator keeps the error.
+    faulted_ = true;
+    closeEndpoints(/*force=*/true);
+    const Deadline until = Deadline::afterMs(kQuiesceMs);
+    for (RmaRequest& r : rmaRequests_) {
+      while (settle(r.req) == UCS_INPROGRESS && !until.expired()) progressAll();
+      if (r.req != nullptr) api_.requestFree(r.req);
+    }
+    rmaRequests_.clear();
+    if (rmaFlushReq_ != nullptr && !UCS_PTR_IS_ERR(rmaFlushReq_)) api_.requestFree(rmaFlushReq_);
+    rmaFlushReq_ = nullptr;
+    rmaFlushPosted_ = false;
+  }
+  return fault;
 }
 
 }  // namespace

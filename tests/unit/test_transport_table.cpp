@@ -183,6 +183,7 @@ TEST(TransportInterface, UcxConnectsTwoRanksAndMovesSmallAndLargeGatheredMessage
     for (int r = 0; r < 2; ++r) {
       EXPECT_EQ(c.name[r], "ucx");
       EXPECT_EQ(c.caps[r], row("ucx").capabilities);
+      EXPECT_TRUE(has(c.caps[r], Capability::Rma));
       EXPECT_FALSE(c.loadStore[r]);
     }
   }
