@@ -37,6 +37,7 @@ Loaded loadOnce() {
   l.ok =
       resolve(lib, "ucp_config_read", a.configRead, l.why) &&
       resolve(lib, "ucp_config_release", a.configRelease, l.why) &&
+      resolve(lib, "ucp_config_modify", a.configModify, l.why) &&
       resolve(lib, "ucp_init_version", a.initVersion, l.why) && resolve(lib, "ucp_cleanup", a.cleanup, l.why) &&
       resolve(lib, "ucp_worker_create", a.workerCreate, l.why) &&
       resolve(lib, "ucp_worker_destroy", a.workerDestroy, l.why) &&

@@ -13,6 +13,7 @@ namespace vigil::ucx {
 struct Api {
   decltype(&ucp_config_read) configRead;
   decltype(&ucp_config_release) configRelease;
+  decltype(&ucp_config_modify) configModify;
   decltype(&ucp_init_version) initVersion;
   decltype(&ucp_cleanup) cleanup;
   decltype(&ucp_worker_create) workerCreate;

@@ -7,10 +7,13 @@
 #include <algorithm>
 #include <atomic>
 #include <cerrno>
+#include <cstdlib>
 #include <cstring>
 #include <deque>
 #include <thread>
 
+#include "core/config.hpp"
+#include "core/log.hpp"
 #include "core/strcat.hpp"
 #include "net/event_fd.hpp"
 #include "net/socket.hpp"
@@ -297,6 +300,16 @@ void UcxTransport::open(TransportSetup& setup) {
 void UcxTransport::createWorker() {
   ucp_config_t* config = nullptr;
   if (ucs_status_t s = api_.configRead(nullptr, nullptr, &config); s != UCS_OK) fail("reading UCX's configuration", s);
+  // VIGIL_SOCKET_IFNAME picks UCX's network interfaces too, unless UCX_NET_DEVICES does.
+  const char* ucxDevices = std::getenv("UCX_NET_DEVICES");
+  const std::string mapped = ucxNetDevices(processConfig().socketIfname, rdmaPorts());
+  if ((ucxDevices == nullptr || *ucxDevices == '\0') && !mapped.empty()) {
+    if (ucs_status_t s = api_.configModify(config, "NET_DEVICES", mapped.c_str()); s != UCS_OK) {
+      api_.configRelease(config);
+      fail(cat("setting UCX_NET_DEVICES=", mapped, " from VIGIL_SOCKET_IFNAME"), s);
+    }
+    VIGIL_LOG_AT(LogLevel::Info, rank_, "ucx: UCX_NET_DEVICES=", mapped, " (from VIGIL_SOCKET_IFNAME)");
+  }
   ucp_params_t params{};
   params.field_mask = UCP_PARAM_FIELD_FEATURES | UCP_PARAM_FIELD_ESTIMATED_NUM_EPS;
   params.features = UCP_FEATURE_TAG | UCP_FEATURE_WAKEUP | UCP_FEATURE_RMA;
@@ -1017,13 +1030,41 @@ bool ucxAvailable(std::string* why) {
   return ucx::load(why) != nullptr;
 }
 
-bool rdmaDevicePresent() {
-  DIR* dir = ::opendir("/sys/class/infiniband");
-  if (dir == nullptr) return false;
-  bool found = false;
-  while (dirent* e = ::readdir(dir)) found |= e->d_name[0] != '.';
+namespace {
+
+std::vector<std::string> entriesOf(const std::string& path) {
+  std::vector<std::string> names;
+  DIR* dir = ::opendir(path.c_str());
+  if (dir == nullptr) return names;
+  while (dirent* e = ::readdir(dir)) {
+    if (e->d_name[0] != '.') names.emplace_back(e->d_name);
+  }
   ::closedir(dir);
-  return found;
+  std::sort(names.begin(), names.end());
+  return names;
+}
+
+}  // namespace
+
+std::vector<std::string> rdmaPorts() {
+  std::vector<std::string> ports;
+  for (const std::string& device : entriesOf("/sys/class/infiniband")) {
+    for (const std::string& port : entriesOf("/sys/class/infiniband/" + device + "/ports")) {
+      ports.push_back(device + ":" + port);
+    }
+  }
+  return ports;
+}
+
+bool rdmaDevicePresent() {
+  return !entriesOf("/sys/class/infiniband").empty();
+}
+
+std::string ucxNetDevices(const std::string& ifnameSpec, const std::vector<std::string>& rdmaPorts) {
+  if (ifnameSpec.empty() || ifnameSpec[0] == '^') return {};
+  std::string devices = ifnameSpec;
+  for (const std::string& port : rdmaPorts) devices += "," + port;
+  return devices;
 }
 
 std::unique_ptr<Transport> connectUcx(TransportSetup& setup) {

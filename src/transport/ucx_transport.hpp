@@ -6,14 +6,20 @@
 // (UCP_ERR_HANDLING_MODE_PEER), never a hang. Waits arm the worker and
 // sleep in poll() on its event fd with the fatal and peer-change eventfds.
 //
-// Tags: the sender's rank in the high 32 bits; the low bits say header (0)
-// or payload (1). A message of up to kEagerBytes travels with its header
-// in one send and is received into a bounce buffer; a larger one is a
-// header message, then (once the receiver accepted the header) the
-// payload straight into the user's buffer. Either way the header is judged
-// before a payload byte lands in user memory.
+// Tags: the sender's rank in the high 24 bits, then header (0) or payload
+// (1 and 39 bits of a digest of the payload's header). A message of up to
+// kEagerBytes travels with its header in one send and is received into a
+// bounce buffer; a larger one is a header message and a payload message,
+// whose receive is posted with the op straight into the user's buffer under
+// the tag of the header this rank expects: only that payload can land
+// there, and its header is judged all the same.
+//
+// One-sided access (Capability::Rma): UCP memory mapping, packed remote
+// keys, put/get and worker flushes.
 
 #include <memory>
+#include <string>
+#include <vector>
 
 #include "transport/transport.hpp"
 
@@ -26,6 +32,15 @@ std::unique_ptr<Transport> connectUcx(TransportSetup& setup);
 
 // Whether this process can load UCX; `why` says why not.
 bool ucxAvailable(std::string* why);
+
+// UCX_NET_DEVICES for a VIGIL_SOCKET_IFNAME list ("eth0,eth1"): those
+// interfaces for UCX's tcp, plus `rdmaPorts` ("mlx5_0:1") so that naming a
+// socket interface never hides an RDMA device from UCX. Empty (UCX chooses)
+// for an empty spec or an exclusion ("^docker0").
+std::string ucxNetDevices(const std::string& ifnameSpec, const std::vector<std::string>& rdmaPorts);
+
+// This host's RDMA device ports as UCX names them ("mlx5_0:1").
+std::vector<std::string> rdmaPorts();
 
 // Whether UCX would find an RDMA device here (InfiniBand, RoCE): what makes
 // VIGIL_TRANSPORT=auto prefer ucx across hosts.

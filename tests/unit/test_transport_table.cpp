@@ -16,6 +16,7 @@
 #include "net/event_fd.hpp"
 #include "net/socket.hpp"
 #include "transport/transport.hpp"
+#include "transport/ucx_transport.hpp"
 
 namespace vigil {
 namespace {
@@ -187,6 +188,15 @@ TEST(TransportInterface, UcxConnectsTwoRanksAndMovesSmallAndLargeGatheredMessage
       EXPECT_FALSE(c.loadStore[r]);
     }
   }
+}
+
+// VIGIL_SOCKET_IFNAME picks UCX's interfaces for tcp, and never hides an
+// RDMA device from it; an exclusion or no setting leaves UCX to choose.
+TEST(TransportInterface, SocketIfnameMapsOntoUcxNetDevices) {
+  EXPECT_EQ(ucxNetDevices("eth0", {}), "eth0");
+  EXPECT_EQ(ucxNetDevices("eth0,ib0", {"mlx5_0:1", "mlx5_1:1"}), "eth0,ib0,mlx5_0:1,mlx5_1:1");
+  EXPECT_EQ(ucxNetDevices("^docker0", {"mlx5_0:1"}), "");
+  EXPECT_EQ(ucxNetDevices("", {"mlx5_0:1"}), "");
 }
 
 // A device UCX does not have: init fails on both ranks with VG-NET-007,
