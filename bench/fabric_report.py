@@ -1,0 +1,82 @@
+#!/usr/bin/env python3
+"""The tables of bench/fabric.sh: fabric_report.py RAW.jsonl [TITLE] > report.md
+
+A figure is the median over rounds of each run's median (busbw, GB/s; time in
+us at 8 B). Ratios: vigil-ucx against Open MPI over UCX (>1: vigil faster)
+and against ucx_perftest's tag_bw at the same size (the fabric's limit, one
+direction with a window of outstanding sends).
+"""
+
+import json
+import statistics
+import sys
+from collections import defaultdict
+
+LIBS = ["vigil-ucx", "vigil-tcp", "openmpi-ucx", "vigil"]
+
+
+def fmt_size(b):
+    for unit, div in (("MiB", 1 << 20), ("KiB", 1 << 10)):
+        if b >= div and b % div == 0:
+            return f"{b // div} {unit}"
+    return f"{b} B"
+
+
+def main():
+    raw = sys.argv[1]
+    title = sys.argv[2] if len(sys.argv) > 2 else ""
+    runs = defaultdict(list)  # (placement, coll, bytes, label) -> [record]
+    perftest = defaultdict(list)  # (test, bytes) -> [record]
+    with open(raw) as f:
+        for line in f:
+            r = json.loads(line)
+            if r["label"] == "ucx_perftest":
+                perftest[(r["coll"], r["bytes"])].append(r)
+            else:
+                runs[(r["placement"], r["coll"], r["bytes"], r["label"])].append(r)
+
+    def figure(placement, coll, size, label, key):
+        rs = runs.get((placement, coll, size, label))
+        return statistics.median(r[key] for r in rs) if rs else None
+
+    def limit(size):
+        rs = perftest.get(("tag_bw", size))
+        return statistics.median(r["bw_gbs"] for r in rs) if rs else None
+
+    print(f"# vigil over UCX: fabric comparison ({title})\n")
+    lat = perftest.get(("tag_lat", 8))
+    if lat:
+        print(f"ucx_perftest between the hosts: tag_lat 8 B = {statistics.median(r['lat_us'] for r in lat):.2f} us "
+              "(one way); tag_bw per size in the tables' last columns.\n")
+    wrong = sum(r.get("wrong", 0) for rs in runs.values() for r in rs)
+    print(f"Elements checked wrong over all runs: {wrong}.\n")
+    for placement, heading in (("2hosts", "Two hosts, one rank each"), ("1host", "One host, two ranks")):
+        present = [lab for lab in LIBS if any(k[0] == placement and k[3] == lab for k in runs)]
+        if not present:
+            continue
+        print(f"## {heading}\n")
+        print("busbw in GB/s (time in us for 8 B rows), median over rounds.\n")
+        cols = present + ["ucx/ompi"] + (["ucx_perftest", "ucx/perftest"] if placement == "2hosts" else [])
+        print("| coll | size | " + " | ".join(cols) + " |")
+        print("|" + "---|" * (len(cols) + 2))
+        keys = sorted({(k[1], k[2]) for k in runs if k[0] == placement}, key=lambda k: (k[0], k[1]))
+        for coll, size in keys:
+            key = "time_us" if size == 8 else "busbw_gbs"
+            vals = {lab: figure(placement, coll, size, lab, key) for lab in present}
+            cells = [("-" if vals[lab] is None else f"{vals[lab]:.2f}" if key == "time_us" else f"{vals[lab]:.3f}")
+                     for lab in present]
+            u, o = vals.get("vigil-ucx"), vals.get("openmpi-ucx")
+            if u and o:
+                cells.append(f"{(o / u if key == 'time_us' else u / o):.2f}")
+            else:
+                cells.append("-")
+            if placement == "2hosts":
+                lim = limit(size) if key != "time_us" else None
+                cells.append("-" if lim is None else f"{lim:.3f}")
+                cells.append("-" if lim is None or u is None else f"{u / lim:.2f}")
+            print(f"| {coll} | {fmt_size(size)} | " + " | ".join(cells) + " |")
+        print()
+
+
+if __name__ == "__main__":
+    main()
