@@ -4,7 +4,7 @@
 # because the library itself needs none of it.
 set -euo pipefail
 
-PACKAGES=(g++ libopenmpi-dev openmpi-bin libmpich-dev mpich libgloo-dev python3 python3-matplotlib util-linux)
+PACKAGES=(g++ libopenmpi-dev openmpi-bin libmpich-dev mpich libgloo-dev python3 python3-matplotlib util-linux ucx-utils)
 
 missing=()
 for p in "${PACKAGES[@]}"; do
