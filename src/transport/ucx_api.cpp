@@ -1,9 +1,14 @@
 #include "transport/ucx_api.hpp"
 
 #include <dlfcn.h>
+#include <ucs/debug/log_def.h>
 
+#include <cstdarg>
+#include <cstdio>
+#include <cstring>
 #include <mutex>
 
+#include "core/log.hpp"
 #include "core/strcat.hpp"
 
 namespace vigil::ucx {
@@ -22,6 +27,28 @@ bool resolve(void* lib, const char* name, Fn& slot, std::string& why) {
   slot = reinterpret_cast<Fn>(::dlsym(lib, name));
   if (slot == nullptr) why = cat("libucp.so.0 has no symbol ", name, " (UCX older than 1.10?)");
   return slot != nullptr;
+}
+
+// UCX's log lines (by default on the application's stdout, where they mix
+// with its output) go to vigil's log instead: stderr or VIGIL_LOG_FILE,
+// "vigil[pid N] WARN UCX: <file:line> <message>". UCX filters by its own
+// level first (UCX_LOG_LEVEL, default warn).
+ucs_log_func_rc_t toVigilLog(const char* file, unsigned line, const char*, ucs_log_level_t level,
+                             const ucs_log_component_config_t*, const char* message, va_list ap) {
+  const LogLevel ours = level <= UCS_LOG_LEVEL_ERROR  ? LogLevel::Error
+                        : level <= UCS_LOG_LEVEL_WARN ? LogLevel::Warn
+                        : level <= UCS_LOG_LEVEL_INFO ? LogLevel::Info
+                                                      : LogLevel::Debug;
+  if (Logger::instance().enabled(ours)) {
+    char text[1024];
+    va_list copy;
+    va_copy(copy, ap);
+    std::vsnprintf(text, sizeof text, message, copy);
+    va_end(copy);
+    const char* base = std::strrchr(file, '/');
+    Logger::instance().write(ours, -1, cat("UCX: ", base != nullptr ? base + 1 : file, ":", line, " ", text));
+  }
+  return UCS_LOG_FUNC_RC_STOP;
 }
 
 Loaded loadOnce() {
@@ -60,6 +87,11 @@ Loaded loadOnce() {
       resolve(lib, "ucp_ep_rkey_unpack", a.epRkeyUnpack, l.why) &&
       resolve(lib, "ucp_rkey_destroy", a.rkeyDestroy, l.why) && resolve(lib, "ucp_put_nbx", a.putNbx, l.why) &&
       resolve(lib, "ucp_get_nbx", a.getNbx, l.why);
+  // libucs, loaded with libucp: optional (the lines stay UCX's if absent).
+  using PushHandler = void (*)(ucs_log_func_t);
+  if (auto push = reinterpret_cast<PushHandler>(::dlsym(lib, "ucs_log_push_handler")); l.ok && push != nullptr) {
+    push(toVigilLog);
+  }
   return l;
 }
 

@@ -10,6 +10,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <deque>
+#include <set>
 #include <thread>
 
 #include "core/config.hpp"
@@ -81,7 +82,8 @@ class UcxTransport final : public Transport, public RmaDomain {
         slots_(static_cast<size_t>(nranks)),
         eps_(static_cast<size_t>(nranks), nullptr),
         stash_(static_cast<size_t>(nranks)),
-        laneBlocked_(static_cast<size_t>(nranks)) {}
+        laneBlocked_(static_cast<size_t>(nranks)),
+        unhandled_(static_cast<size_t>(nranks)) {}
   ~UcxTransport() override;
 
   // Context, worker, address exchange over the data connections, endpoints,
@@ -206,6 +208,7 @@ class UcxTransport final : public Transport, public RmaDomain {
   size_t opCount_ = 0;
   std::vector<uint8_t> bounce_;
   std::vector<uint8_t> laneBlocked_;
+  std::vector<uint8_t> unhandled_;  // by peer: its endpoint has no error handling (UCX_TLS=sm)
   std::atomic<bool> abandoned_{false};
   bool faulted_ = false;
   bool sentSinceFlush_ = false;
@@ -372,6 +375,8 @@ std::vector<std::vector<uint8_t>> UcxTransport::exchangeAddresses(TransportSetup
 }
 
 void UcxTransport::createEndpoints(const std::vector<std::vector<uint8_t>>& remote, const TransportSetup& setup) {
+  const bool sharedMemoryOnly = sharedMemoryTls(std::getenv("UCX_TLS"));
+  const std::string& host = setup.peers[static_cast<size_t>(rank_)].hostId;
   for (int p = 0; p < nranks_; ++p) {
     if (p == rank_) continue;
     PeerSlot& slot = slots_[static_cast<size_t>(p)];
@@ -380,7 +385,14 @@ void UcxTransport::createEndpoints(const std::vector<std::vector<uint8_t>>& remo
     ep.field_mask =
         UCP_EP_PARAM_FIELD_REMOTE_ADDRESS | UCP_EP_PARAM_FIELD_ERR_HANDLING_MODE | UCP_EP_PARAM_FIELD_ERR_HANDLER;
     ep.address = reinterpret_cast<const ucp_address_t*>(remote[static_cast<size_t>(p)].data());
-    ep.err_mode = UCP_ERR_HANDLING_MODE_PEER;
+    // A dead peer is an endpoint error (never a hang) where UCX can report
+    // one. UCX 1.13's shared-memory transports cannot: with UCX_TLS naming
+    // only those, a peer on this host gets an endpoint without error
+    // handling, and its death reaches this rank through the control plane
+    // (its connection closes), which ends the wait as on every transport.
+    const bool sameHost = setup.peers[static_cast<size_t>(p)].hostId == host;
+    ep.err_mode = sharedMemoryOnly && sameHost ? UCP_ERR_HANDLING_MODE_NONE : UCP_ERR_HANDLING_MODE_PEER;
+    unhandled_[static_cast<size_t>(p)] = ep.err_mode == UCP_ERR_HANDLING_MODE_NONE ? 1 : 0;
     ep.err_handler.cb = onEndpointError;
     ep.err_handler.arg = &slot;
     if (ucs_status_t s = api_.epCreate(worker_, &ep, &eps_[static_cast<size_t>(p)]); s != UCS_OK) {
@@ -611,7 +623,10 @@ bool UcxTransport::onHeader(Op& op, size_t length, const FrameHeader& base, bool
 }
 
 void UcxTransport::lostPeer(int peer, ucs_status_t status, ExchangeFault& fault) const {
-  fault.kind = peerLost(status) ? ExchangeFault::Kind::PeerClosed : ExchangeFault::Kind::IoError;
+  // Over an endpoint without error handling (shared memory), a failed
+  // transfer is a peer whose memory went away: judged as a closed peer.
+  const bool unhandled = unhandled_[static_cast<size_t>(peer)] != 0;
+  fault.kind = peerLost(status) || unhandled ? ExchangeFault::Kind::PeerClosed : ExchangeFault::Kind::IoError;
   fault.peer = peer;
   fault.err = EIO;
   fault.ioErrc = Errc::NetUcx;
@@ -854,10 +869,15 @@ void UcxTransport::quiesce() {
   // returns without waiting on a gone peer and nothing lands in its buffers
   // afterwards.
   if (faulted_) closeEndpoints(/*force=*/true);
+  // Sends are released at once: UCX only reads their buffers, and one to a
+  // dead peer over an endpoint without error handling (UCX_TLS=sm) never
+  // completes. Receives are waited for (bounded): UCX may write theirs.
   const Deadline until = Deadline::afterMs(kQuiesceMs);
   for (size_t i = 0; i < opCount_; ++i) {
+    const bool send = ops_[i].transfer->isSend;
     for (void** req : {&ops_[i].headerReq, &ops_[i].payloadReq}) {
-      while (settle(*req) == UCS_INPROGRESS && !until.expired()) progressAll();
+      while (!send && settle(*req) == UCS_INPROGRESS && !until.expired()) progressAll();
+      if (send) settle(*req);
       if (*req != nullptr) {  // UCX would not let go in time: released to it, never touched again here
         api_.requestFree(*req);
         *req = nullptr;
@@ -1058,6 +1078,19 @@ std::vector<std::string> rdmaPorts() {
 
 bool rdmaDevicePresent() {
   return !entriesOf("/sys/class/infiniband").empty();
+}
+
+bool sharedMemoryTls(const char* tls) {
+  if (tls == nullptr || *tls == '\0' || *tls == '^') return false;
+  static const std::set<std::string> kSharedMemory = {"sm", "shm", "posix", "sysv", "cma", "knem", "xpmem", "self"};
+  std::string list = tls;
+  size_t start = 0;
+  while (start <= list.size()) {
+    const size_t comma = std::min(list.find(',', start), list.size());
+    if (!kSharedMemory.contains(list.substr(start, comma - start))) return false;
+    start = comma + 1;
+  }
+  return true;
 }
 
 std::string ucxNetDevices(const std::string& ifnameSpec, const std::vector<std::string>& rdmaPorts) {

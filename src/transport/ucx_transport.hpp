@@ -39,6 +39,11 @@ bool ucxAvailable(std::string* why);
 // for an empty spec or an exclusion ("^docker0").
 std::string ucxNetDevices(const std::string& ifnameSpec, const std::vector<std::string>& rdmaPorts);
 
+// Whether a UCX_TLS value names shared-memory transports only ("sm",
+// "posix,cma", ...): then peers on this host get endpoints without UCX's
+// peer error handling, which those transports lack in UCX 1.13.
+bool sharedMemoryTls(const char* tls);
+
 // This host's RDMA device ports as UCX names them ("mlx5_0:1").
 std::vector<std::string> rdmaPorts();
 

@@ -131,12 +131,20 @@ std::vector<std::string> segmentsOf(const RankJob& job) {
   return out;
 }
 
+// A test parameter's environment: VIGIL_TRANSPORT, and for "ucx_sm" UCX's
+// shared-memory transports only (UCX_TLS=sm).
+Env withTransport(const std::string& param, Env env) {
+  env.push_back({"VIGIL_TRANSPORT", param == "ucx_sm" ? "ucx" : param});
+  if (param == "ucx_sm") env.push_back({"UCX_TLS", "sm"});
+  return env;
+}
+
 class ProcessKillDuringAllReduce : public ::testing::TestWithParam<std::string> {};
 
 TEST_P(ProcessKillDuringAllReduce, SurvivorsReportTheKilledRankWithinTwoSecondsAndNoSegmentSurvives) {
   constexpr int kRanks = 3, kVictim = 1;
   RankJob job(kRanks, {"loop", "--iters", "1000", "--count", "4194304"},
-              {{"VIGIL_TIMEOUT_MS", "60000"}, {"VIGIL_CONNECT_TIMEOUT_MS", "60000"}, {"VIGIL_TRANSPORT", GetParam()}});
+              withTransport(GetParam(), {{"VIGIL_TIMEOUT_MS", "60000"}, {"VIGIL_CONNECT_TIMEOUT_MS", "60000"}}));
   ASSERT_TRUE(job.waitLine(kVictim, "iter 2")) << job.dump();
   const long long killNs = monoNs();
   job.killRank(kVictim);
@@ -168,7 +176,7 @@ INSTANTIATE_TEST_SUITE_P(Transports, ProcessKillDuringAllReduce,
                          ::testing::Values("shm", "tcp"
 #if VIGIL_TEST_UCX
                                            ,
-                                           "ucx"
+                                           "ucx", "ucx_sm"
 #endif
                                            ),
                          [](const auto& info) { return info.param; });
@@ -182,7 +190,7 @@ TEST_P(ProcessStoppedRank, TheTimeoutReportNamesTheStoppedRankAsUnresponsive) {
   RankJob job(kRanks,
               {"loop", "--iters", "8", "--count", "1024", "--leave-rank", std::to_string(kStopped), "--leave-iter",
                std::to_string(kStopIter), "--how", "stop"},
-              {{"VIGIL_TIMEOUT_MS", "1500"}, {"VIGIL_CONNECT_TIMEOUT_MS", "60000"}, {"VIGIL_TRANSPORT", GetParam()}});
+              withTransport(GetParam(), {{"VIGIL_TIMEOUT_MS", "1500"}, {"VIGIL_CONNECT_TIMEOUT_MS", "60000"}}));
   for (int r : {0, 1}) {
     ASSERT_TRUE(job.waitLine(r, [](const std::string& l) { return isFail(l); })) << job.dump();
   }
@@ -208,7 +216,7 @@ INSTANTIATE_TEST_SUITE_P(Transports, ProcessStoppedRank,
                          ::testing::Values("auto", "tcp"
 #if VIGIL_TEST_UCX
                                            ,
-                                           "ucx"
+                                           "ucx", "ucx_sm"
 #endif
                                            ),
                          [](const auto& info) { return info.param; });
