@@ -3,7 +3,7 @@
 # UCX PML), across two hosts of the network-namespace test bed and on one
 # host, with ucx_perftest as the fabric's limit. One run, alternating.
 #
-#   bench/fabric.sh [--rounds R] [--tls TLS] [--out DIR] [--name NAME]
+#   bench/fabric.sh [--rounds R] [--tls TLS] [--tls-local TLS] [--out DIR] [--name NAME]
 #
 # Needs root (network namespaces), Open MPI's mpirun, build/vigil-perf (any
 # vigil build with UCX), build-bench/mpi_perf_openmpi (bench/build_peers.sh)
@@ -16,7 +16,8 @@
 # from inside host 0, with an rsh agent that runs each host's daemon inside
 # that host's namespace: as on a cluster, the ranks reach each other only
 # over the hosts' interfaces. UCX_TLS (default tcp: the only fabric between
-# namespaces) applies to vigil-ucx, Open MPI and ucx_perftest alike. Open MPI's
+# namespaces) applies to vigil-ucx, Open MPI and ucx_perftest alike; on one
+# host, --tls-local (default sm: UCX's shared memory) for both libraries. Open MPI's
 # UCX PML is told to accept any UCX transport (by default it only takes
 # InfiniBand devices: --mca pml_ucx_tls any --mca pml_ucx_devices any).
 # shellcheck source-path=SCRIPTDIR
@@ -26,6 +27,7 @@ HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 REPO=$(cd "$HERE/.." && pwd)
 ROUNDS=2
 TLS=tcp
+TLS_LOCAL=sm
 OUT=$REPO/bench/results
 NAME=$(date +%F)
 VIGIL_BUILD=$REPO/build
@@ -34,6 +36,7 @@ while (($#)); do
   case $1 in
     --rounds) ROUNDS=$2; shift 2 ;;
     --tls) TLS=$2; shift 2 ;;
+    --tls-local) TLS_LOCAL=$2; shift 2 ;;
     --out) OUT=$2; shift 2 ;;
     --name) NAME=$2; shift 2 ;;
     --vigil-build) VIGIL_BUILD=$2; shift 2 ;;
@@ -104,36 +107,59 @@ for line in sys.stdin:
 OMPI_UCX=(--mca pml ucx --mca pml_ucx_tls any --mca pml_ucx_devices any --mca btl self)
 run_lib() {  # run_lib LIB PLACEMENT BAND
   local perf=("$VIGIL_BUILD/vigil-perf" -c "$COLLS")
-  local root=VIGIL_ROOT_ADDR=$A0:29500
+  local root=VIGIL_ROOT_ADDR=$A0:29500 tls=$TLS
+  [[ $2 == 1host ]] && tls=$TLS_LOCAL
   case $1 in
-    vigil-ucx) run_job "$1" "$2" "$root" VIGIL_TRANSPORT=ucx "UCX_TLS=$TLS" -- "${perf[@]}" $3 ;;
+    vigil-ucx) run_job "$1" "$2" "$root" VIGIL_TRANSPORT=ucx "UCX_TLS=$tls" -- "${perf[@]}" $3 ;;
     vigil-tcp) run_job "$1" "$2" "$root" VIGIL_TRANSPORT=tcp -- "${perf[@]}" $3 ;;
     vigil) run_job "$1" "$2" "$root" -- "${perf[@]}" $3 ;;  # transport chosen by vigil
-    openmpi-ucx) run_job "$1" "$2" "UCX_TLS=$TLS" -- "${OMPI_UCX[@]}" "$BENCH_BUILD/mpi_perf_openmpi" -c "$COLLS" $3 ;;
+    openmpi-ucx) run_job "$1" "$2" "UCX_TLS=$tls" -- "${OMPI_UCX[@]}" "$BENCH_BUILD/mpi_perf_openmpi" -c "$COLLS" $3 ;;
   esac
 }
 
-# ucx_perftest between the hosts: tag_bw (one direction, its default window
-# of outstanding sends) per size, and tag_lat at 8 B.
-perftest() {  # perftest TEST SIZE ITERS
-  local port=$((13337 + RANDOM % 1000)) out
-  host_spawn 0 "$MH_TMP/perftest-server.out" 120 env "UCX_TLS=$TLS" "$PERFTEST" -p "$port"
-  # Waits (bounded) until the server listens: an event, polled.
+# ucx_perftest between the hosts: tag_bw per size (its default window of
+# outstanding sends), one direction and both at once (two pairs, host 0 to
+# host 1 and back, at the same time: what a collective of two ranks does,
+# each rank sending and receiving), and tag_lat at 8 B.
+perftest_server() {  # perftest_server HOST PORT OUT: starts a server and waits (bounded) until it listens
+  host_spawn "$1" "$3" 120 env "UCX_TLS=$TLS" "$PERFTEST" -p "$2"
   local deadline=$((SECONDS + 20))
-  until ip netns exec "$(host_ns 0)" ss -ltn | grep -q ":$port "; do
-    ((SECONDS < deadline)) || { echo "fabric.sh: ucx_perftest server did not start" >&2; return 0; }
+  until ip netns exec "$(host_ns "$1")" ss -ltn | grep -q ":$2 "; do  # an event, polled
+    ((SECONDS < deadline)) || { echo "fabric.sh: ucx_perftest server did not start" >&2; return 1; }
     sleep 0.05
   done
-  out=$(host_exec 1 env "UCX_TLS=$TLS" timeout 120 "$PERFTEST" "$A0" -p "$port" -t "$1" -s "$2" -n "$3" -w 20 2>&1 ||
-    true)
-  wait "$MH_SPAWNED" 2>/dev/null || true
+}
+perftest_client() {  # perftest_client HOST SERVER_ADDR PORT TEST SIZE ITERS OUT
+  host_exec "$1" env "UCX_TLS=$TLS" timeout 120 "$PERFTEST" "$2" -p "$3" -t "$4" -s "$5" -n "$6" -w 20 >"$7" 2>&1 || true
+}
+perftest_record() {  # perftest_record LABEL TEST SIZE FILE...: the Final lines, as records
+  local label=$1 t=$2 s=$3
+  shift 3
   # Final: iterations, typical/avg/overall latency (us), avg/overall bandwidth (MB/s = MiB/s), rates
-  awk -v t="$1" -v s="$2" '/^Final:/ {printf "{\"label\":\"ucx_perftest\",\"placement\":\"2hosts\",\"coll\":\"%s\",\"bytes\":%d,\"lat_us\":%s,\"bw_gbs\":%.4f}\n", t, s, $3, $7 * 1048576 / 1e9}' \
-    <<<"$out" >>"$RAW"
+  cat "$@" | awk -v l="$label" -v t="$t" -v s="$s" '/^Final:/ {printf "{\"label\":\"%s\",\"placement\":\"2hosts\",\"coll\":\"%s\",\"bytes\":%d,\"lat_us\":%s,\"bw_gbs\":%.4f}\n", l, t, s, $3, $7 * 1048576 / 1e9}' >>"$RAW"
+}
+perftest() {  # perftest TEST SIZE ITERS: one direction, host 1 to host 0
+  local port=$((13337 + RANDOM % 1000))
+  perftest_server 0 "$port" "$MH_TMP/perftest-server.out" || return 0
+  perftest_client 1 "$A0" "$port" "$1" "$2" "$3" "$MH_TMP/perftest-client.out"
+  wait "$MH_SPAWNED" 2>/dev/null || true
+  perftest_record ucx_perftest "$1" "$2" "$MH_TMP/perftest-client.out"
+}
+perftest_bidir() {  # perftest_bidir SIZE ITERS: both directions at once; a record per direction
+  local port=$((14337 + RANDOM % 1000)) s0 s1
+  perftest_server 0 "$port" "$MH_TMP/perftest-s0.out" || return 0
+  s0=$MH_SPAWNED
+  perftest_server 1 "$port" "$MH_TMP/perftest-s1.out" || return 0
+  s1=$MH_SPAWNED
+  perftest_client 1 "$A0" "$port" tag_bw "$1" "$2" "$MH_TMP/perftest-c1.out" &
+  local c1=$!
+  perftest_client 0 "$A1" "$port" tag_bw "$1" "$2" "$MH_TMP/perftest-c0.out"
+  wait "$c1" "$s0" "$s1" 2>/dev/null || true
+  perftest_record ucx_perftest_bidir tag_bw "$1" "$MH_TMP/perftest-c0.out" "$MH_TMP/perftest-c1.out"
 }
 
 LIBS=(vigil-ucx vigil-tcp openmpi-ucx)
-echo "== fabric.sh: $ROUNDS rounds, UCX_TLS=$TLS, $COLLS"
+echo "== fabric.sh: $ROUNDS rounds, UCX_TLS=$TLS across hosts, $TLS_LOCAL on one host, $COLLS"
 for ((r = 0; r < ROUNDS; r++)); do
   for placement in 2hosts 1host; do
     libs=("${LIBS[@]}")
@@ -150,11 +176,12 @@ for ((r = 0; r < ROUNDS; r++)); do
   perftest tag_lat 8 20000
   for s in 65536 262144 1048576 4194304 16777216 67108864; do
     perftest tag_bw "$s" $((s >= 16777216 ? 40 : 400))
+    perftest_bidir "$s" $((s >= 16777216 ? 40 : 400))
   done
 done
 
 mkdir -p "$OUT"
 cp "$RAW" "$OUT/$NAME-fabric-raw.jsonl"
-python3 "$HERE/fabric_report.py" "$OUT/$NAME-fabric-raw.jsonl" "UCX_TLS=$TLS, $ROUNDS rounds" >"$OUT/$NAME-fabric.md"
+python3 "$HERE/fabric_report.py" "$OUT/$NAME-fabric-raw.jsonl" "UCX_TLS=$TLS across hosts, UCX_TLS=$TLS_LOCAL on one host, $ROUNDS rounds" >"$OUT/$NAME-fabric.md"
 cat "$OUT/$NAME-fabric.md"
 echo "fabric.sh: wrote $OUT/$NAME-fabric.md and $OUT/$NAME-fabric-raw.jsonl"

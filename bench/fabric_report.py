@@ -3,8 +3,10 @@
 
 A figure is the median over rounds of each run's median (busbw, GB/s; time in
 us at 8 B). Ratios: vigil-ucx against Open MPI over UCX (>1: vigil faster)
-and against ucx_perftest's tag_bw at the same size (the fabric's limit, one
-direction with a window of outstanding sends).
+and against ucx_perftest's tag_bw at the same size with both directions
+loaded at once (per direction: the limit for two ranks that each send and
+receive, as every collective here does); the one-direction tag_bw is
+listed too.
 """
 
 import json
@@ -26,12 +28,12 @@ def main():
     raw = sys.argv[1]
     title = sys.argv[2] if len(sys.argv) > 2 else ""
     runs = defaultdict(list)  # (placement, coll, bytes, label) -> [record]
-    perftest = defaultdict(list)  # (test, bytes) -> [record]
+    perftest = defaultdict(list)  # (label, test, bytes) -> [record]
     with open(raw) as f:
         for line in f:
             r = json.loads(line)
-            if r["label"] == "ucx_perftest":
-                perftest[(r["coll"], r["bytes"])].append(r)
+            if r["label"].startswith("ucx_perftest"):
+                perftest[(r["label"], r["coll"], r["bytes"])].append(r)
             else:
                 runs[(r["placement"], r["coll"], r["bytes"], r["label"])].append(r)
 
@@ -39,15 +41,16 @@ def main():
         rs = runs.get((placement, coll, size, label))
         return statistics.median(r[key] for r in rs) if rs else None
 
-    def limit(size):
-        rs = perftest.get(("tag_bw", size))
+    def limit(size, label="ucx_perftest_bidir"):
+        rs = perftest.get((label, "tag_bw", size))
         return statistics.median(r["bw_gbs"] for r in rs) if rs else None
 
     print(f"# vigil over UCX: fabric comparison ({title})\n")
-    lat = perftest.get(("tag_lat", 8))
+    lat = perftest.get(("ucx_perftest", "tag_lat", 8))
     if lat:
         print(f"ucx_perftest between the hosts: tag_lat 8 B = {statistics.median(r['lat_us'] for r in lat):.2f} us "
-              "(one way); tag_bw per size in the tables' last columns.\n")
+              "(one way); tag_bw per size in the tables' last columns (one direction, and per direction with both "
+              "loaded at once).\n")
     wrong = sum(r.get("wrong", 0) for rs in runs.values() for r in rs)
     print(f"Elements checked wrong over all runs: {wrong}.\n")
     for placement, heading in (("2hosts", "Two hosts, one rank each"), ("1host", "One host, two ranks")):
@@ -56,7 +59,8 @@ def main():
             continue
         print(f"## {heading}\n")
         print("busbw in GB/s (time in us for 8 B rows), median over rounds.\n")
-        cols = present + ["ucx/ompi"] + (["ucx_perftest", "ucx/perftest"] if placement == "2hosts" else [])
+        cols = present + ["ucx/ompi"] + (["perftest 1 dir", "perftest 2 dirs", "ucx/perftest"]
+                                          if placement == "2hosts" else [])
         print("| coll | size | " + " | ".join(cols) + " |")
         print("|" + "---|" * (len(cols) + 2))
         keys = sorted({(k[1], k[2]) for k in runs if k[0] == placement}, key=lambda k: (k[0], k[1]))
@@ -71,7 +75,9 @@ def main():
             else:
                 cells.append("-")
             if placement == "2hosts":
+                one = limit(size, "ucx_perftest") if key != "time_us" else None
                 lim = limit(size) if key != "time_us" else None
+                cells.append("-" if one is None else f"{one:.3f}")
                 cells.append("-" if lim is None else f"{lim:.3f}")
                 cells.append("-" if lim is None or u is None else f"{u / lim:.2f}")
             print(f"| {coll} | {fmt_size(size)} | " + " | ".join(cells) + " |")
