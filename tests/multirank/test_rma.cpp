@@ -51,11 +51,11 @@ void barrier(Communicator& comm) {
   comm.run(OpDesc{.kind = OpKind::Barrier});
 }
 
+#if VIGIL_TEST_UCX
+
 uint8_t pattern(int from, int to, size_t i) {
   return static_cast<uint8_t>(from * 37 + to * 11 + i * 7 + (i >> 8));
 }
-
-#if VIGIL_TEST_UCX
 
 // Every rank puts a block into every rank's part (its own included), small
 // and large (UCX's rendezvous sizes), then reads its left neighbour's part
