@@ -1,263 +1,17 @@
 #include "transport/ucx_transport.hpp"
 
-#include <dirent.h>
-#include <poll.h>
-#include <sched.h>
-
-#include <algorithm>
-#include <atomic>
-#include <cerrno>
 #include <cstdlib>
 #include <cstring>
-#include <deque>
-#include <set>
-#include <thread>
 
 #include "core/config.hpp"
 #include "core/log.hpp"
-#include "core/strcat.hpp"
 #include "net/event_fd.hpp"
 #include "net/socket.hpp"
-#include "transport/ucx_api.hpp"
+#include "transport/ucx_internal.hpp"
 
 namespace vigil {
 
-namespace {
-
-constexpr size_t kHeaderBytes = sizeof(FrameHeader);
-// Up to this many payload bytes travel in one send with their header.
-constexpr size_t kEagerBytes = 8192;
-constexpr size_t kBounceBytes = kHeaderBytes + kEagerBytes;
-// How long teardown and cancellation wait for UCX to let go of buffers.
-constexpr int kQuiesceMs = 2000;
-
-// Before sleeping, a waiter progresses the worker this many times: spinning
-// pays only when every rank can have a core (else the awaited rank needs
-// this one), then it yields the core a few times.
-int spinIterationsFor(int nranks) {
-  const unsigned cores = std::max(1u, std::thread::hardware_concurrency());
-  return static_cast<unsigned>(nranks) <= cores ? 2000 : 16;
-}
-constexpr int kYields = 16;
-
-// A tag: the sender's rank (24 bits), then 0 for a header message or, for
-// the payload of a large transfer, 1 and 39 bits of a digest of its header
-// (the fields that FrameHeader::sameOp compares, and the size). A receiver
-// posts a large payload's receive with the header it expects, at once,
-// straight into the user's buffer: a payload whose header differs has
-// another tag and lands nowhere before its header was judged.
-constexpr int kRankBits = 24;
-constexpr ucp_tag_t kPayloadBit = ucp_tag_t{1} << (63 - kRankBits);
-constexpr ucp_tag_t kFullMask = ~ucp_tag_t{0};
-constexpr ucp_tag_t senderTag(int sender) {
-  return static_cast<ucp_tag_t>(static_cast<uint32_t>(sender)) << (64 - kRankBits);
-}
-constexpr ucp_tag_t headerTag(int sender) {
-  return senderTag(sender);
-}
-ucp_tag_t payloadTag(int sender, const FrameHeader& h) {
-  uint64_t d = h.digest();
-  d ^= (h.bytes + 0x9e3779b97f4a7c15ULL) * 0xc2b2ae3d27d4eb4fULL;
-  return senderTag(sender) | kPayloadBit | (d & (kPayloadBit - 1));
-}
-
-// Statuses that mean the peer (or the path to it) is gone.
-bool peerLost(ucs_status_t s) {
-  return s == UCS_ERR_CONNECTION_RESET || s == UCS_ERR_ENDPOINT_TIMEOUT || s == UCS_ERR_UNREACHABLE ||
-         s == UCS_ERR_REJECTED || s == UCS_ERR_CANCELED || s == UCS_ERR_NOT_CONNECTED;
-}
-
-// Where an endpoint's error handler marks its peer failed.
-struct PeerSlot {
-  ucs_status_t failed = UCS_OK;
-};
-
-class UcxTransport final : public Transport, public RmaDomain {
- public:
-  UcxTransport(const ucx::Api& api, int rank, int nranks)
-      : api_(api),
-        rank_(rank),
-        nranks_(nranks),
-        spinIterations_(spinIterationsFor(nranks)),
-        slots_(static_cast<size_t>(nranks)),
-        eps_(static_cast<size_t>(nranks), nullptr),
-        stash_(static_cast<size_t>(nranks)),
-        laneBlocked_(static_cast<size_t>(nranks)),
-        unhandled_(static_cast<size_t>(nranks)) {}
-  ~UcxTransport() override;
-
-  // Context, worker, address exchange over the data connections, endpoints,
-  // and one message each way with every peer. Throws VG-NET-007.
-  void open(TransportSetup& setup);
-
-  const char* name() const override { return "ucx"; }
-  Capabilities capabilities() const override { return Capability::GatherScatter | Capability::Rma; }
-  ExchangeFault exchange(std::span<const Transfer> transfers, const FrameHeader& header, bool checkFingerprint,
-                         Deadline deadline, LivenessWatch& watch, ExchangeWork* work) override;
-  std::optional<FrameHeader> unreceived(int peer) override;
-  // Its waits poll the fatal and peer-change eventfds beside the worker's.
-  void wakeWaiters() override {}
-  // Teardown then closes the endpoints at once instead of flushing them
-  // (an aborted job's peers may never progress again).
-  void abandon() override { abandoned_.store(true); }
-  LoadStoreDomain* loadStore() override { return nullptr; }
-  RmaDomain* rma() override { return this; }
-
-  // RmaDomain
-  std::unique_ptr<RmaRegion> registerMemory(void* base, size_t bytes) override;
-  std::unique_ptr<RmaTarget> attach(int peer, uint64_t address, size_t bytes,
-                                    std::span<const uint8_t> packedKey) override;
-  void put(RmaTarget& target, size_t offset, const void* source, size_t bytes) override;
-  void get(RmaTarget& target, size_t offset, void* destination, size_t bytes) override;
-  ExchangeFault flush(Deadline deadline, LivenessWatch& watch) override;
-
- private:
-  class Region;
-  class Target;
-  // A started put or get, until it completes.
-  struct RmaRequest {
-    void* req;
-    int peer;
-  };
-  void startRma(Target& target, void* req);
-  // 1: every started put/get and the flush complete; 0: not yet; -1: failed.
-  int rmaPass(ExchangeFault& fault);
-  // One transfer in flight.
-  struct Op {
-    const Transfer* transfer = nullptr;
-    FrameHeader header{};
-    enum class Stage : uint8_t { Unposted, Header, Payload, Done } stage = Stage::Unposted;
-    void* headerReq = nullptr;          // the header message (with the payload when eager)
-    void* payloadReq = nullptr;         // the payload message of a large transfer
-    ucp_tag_recv_info_t info{};         // the header message's
-    ucp_tag_recv_info_t payloadInfo{};  // the payload message's
-    ucp_tag_t payloadTag = 0;           // a large receive's payload tag
-    uint8_t* bounce = nullptr;          // receives: the header and an eager payload land here
-    std::vector<ucp_dt_iov_t> iov;
-  };
-
-  void createWorker();
-  // Every rank sends its worker address to every peer, then reads theirs.
-  std::vector<std::vector<uint8_t>> exchangeAddresses(TransportSetup& setup);
-  void createEndpoints(const std::vector<std::vector<uint8_t>>& remote, const TransportSetup& setup);
-  // One empty message each way with every peer: a path UCX cannot use fails
-  // init here, naming the peer, instead of the first operation.
-  void greetPeers(Deadline deadline);
-  [[noreturn]] void fail(const std::string& what, ucs_status_t status) const;
-  static void onEndpointError(void* arg, ucp_ep_h ep, ucs_status_t status);
-  void progressAll() {
-    while (api_.workerProgress(worker_) != 0) {
-    }
-  }
-  // UCS_INPROGRESS while `req` runs; its final status once (then freed).
-  ucs_status_t settle(void*& req);
-  // Receives: UCX reports the received length through this callback
-  // (`user`: the receive's ucp_tag_recv_info_t). Immediate completion is
-  // refused: UCX 1.13 leaves recv_info unwritten on that path.
-  static void onReceived(void* request, ucs_status_t status, const ucp_tag_recv_info_t* info, void* user);
-  static ucp_request_param_t receiveParam(ucp_tag_recv_info_t& info, ucp_datatype_t datatype) {
-    ucp_request_param_t param{};
-    param.op_attr_mask = UCP_OP_ATTR_FIELD_DATATYPE | UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA |
-                         UCP_OP_ATTR_FLAG_NO_IMM_CMPL;
-    param.datatype = datatype;
-    param.cb.recv = onReceived;
-    param.user_data = &info;
-    return param;
-  }
-
-  // Posts the header's receive and, for a large transfer, the payload's.
-  void postReceive(Op& op);
-  void postPayloadReceive(Op& op, ucp_tag_t tag);
-  void postSend(Op& op);
-  // Judges a received header (and copies an eager payload); posts the payload receive.
-  bool onHeader(Op& op, size_t length, const FrameHeader& base, bool checkFingerprint, ExchangeFault& fault);
-  // A receive's request: 1 complete, 0 still waiting, -1 failed (`fault`
-  // set; a waiting receive fails once its peer's endpoint failed).
-  int settleReceive(void*& req, int peer, bool peerFailed, ExchangeFault& fault);
-  // Once every transfer is done: waits until the sends left this process.
-  int flushSends(ExchangeFault& fault);
-  // 1: every transfer done; 0: not yet; -1: failed (`fault` set).
-  int pass(const FrameHeader& base, bool checkFingerprint, ExchangeFault& fault);
-  bool needs(int peer) const;
-  // Progresses the worker until step(fault) returns 1 (done) or -1 (failed),
-  // asleep when nothing moves; `needs(peer)`: whether a gone peer matters.
-  template <class Step, class Needs>
-  ExchangeFault waitFor(Step step, Needs needs, Deadline deadline, LivenessWatch& watch, ExchangeWork* work);
-  // After a failure: cancels what is still posted and waits (bounded) until
-  // UCX no longer touches the transfers' buffers.
-  void quiesce();
-  // Closes every endpoint (force: at once, ending the requests queued on it;
-  // else flushed, bounded); they stay closed.
-  void closeEndpoints(bool force);
-  // Teardown: drops the messages no receive took.
-  void discardUnreceived();
-  static void fillPayloadIov(const Transfer& t, std::vector<ucp_dt_iov_t>& iov);
-  void lostPeer(int peer, ucs_status_t status, ExchangeFault& fault) const;
-
-  const ucx::Api& api_;
-  const int rank_;
-  const int nranks_;
-  const int spinIterations_;
-  ucp_context_h context_ = nullptr;
-  ucp_worker_h worker_ = nullptr;
-  int efd_ = -1;
-  std::vector<PeerSlot> slots_;
-  std::vector<ucp_ep_h> eps_;
-  std::vector<std::deque<std::vector<uint8_t>>> stash_;  // by peer: messages taken by unreceived()
-  std::vector<Op> ops_;
-  size_t opCount_ = 0;
-  std::vector<uint8_t> bounce_;
-  std::vector<uint8_t> laneBlocked_;
-  std::vector<uint8_t> unhandled_;  // by peer: its endpoint has no error handling (UCX_TLS=sm)
-  std::atomic<bool> abandoned_{false};
-  bool faulted_ = false;
-  bool sentSinceFlush_ = false;
-  void* flushReq_ = nullptr;
-  std::vector<RmaRequest> rmaRequests_;
-  void* rmaFlushReq_ = nullptr;
-  bool rmaFlushPosted_ = false;
-};
-
-class UcxTransport::Region final : public RmaRegion {
- public:
-  Region(const ucx::Api& api, ucp_context_h context, ucp_mem_h memh, uint64_t address, size_t bytes,
-         std::vector<uint8_t> key)
-      : api_(api), context_(context), memh_(memh), address_(address), bytes_(bytes), key_(std::move(key)) {}
-  ~Region() override {
-    if (memh_ != nullptr) api_.memUnmap(context_, memh_);
-  }
-  uint64_t address() const override { return address_; }
-  size_t bytes() const override { return bytes_; }
-  std::span<const uint8_t> packedKey() const override { return key_; }
-
- private:
-  const ucx::Api& api_;
-  ucp_context_h context_;
-  ucp_mem_h memh_;
-  uint64_t address_;
-  size_t bytes_;
-  std::vector<uint8_t> key_;
-};
-
-class UcxTransport::Target final : public RmaTarget {
- public:
-  Target(const ucx::Api& api, int peer, uint64_t address, size_t bytes, ucp_rkey_h rkey)
-      : api_(api), peer_(peer), address_(address), bytes_(bytes), rkey_(rkey) {}
-  ~Target() override {
-    if (rkey_ != nullptr) api_.rkeyDestroy(rkey_);
-  }
-  int peer() const override { return peer_; }
-  size_t bytes() const override { return bytes_; }
-  uint64_t address() const { return address_; }
-  ucp_rkey_h rkey() const { return rkey_; }  // null: this rank's own region (a copy)
-
- private:
-  const ucx::Api& api_;
-  int peer_;
-  uint64_t address_;
-  size_t bytes_;
-  ucp_rkey_h rkey_;
-};
+namespace ucx {
 
 void UcxTransport::fail(const std::string& what, ucs_status_t status) const {
   ErrorBuilder(Errc::NetUcx)
@@ -303,28 +57,24 @@ void UcxTransport::open(TransportSetup& setup) {
 void UcxTransport::createWorker() {
   ucp_config_t* config = nullptr;
   if (ucs_status_t s = api_.configRead(nullptr, nullptr, &config); s != UCS_OK) fail("reading UCX's configuration", s);
-  // VIGIL_SOCKET_IFNAME picks UCX's network interfaces too, unless UCX_NET_DEVICES does.
-  const char* ucxDevices = std::getenv("UCX_NET_DEVICES");
-  const std::string mapped = ucxNetDevices(processConfig().socketIfname, rdmaPorts());
-  if ((ucxDevices == nullptr || *ucxDevices == '\0') && !mapped.empty()) {
-    if (ucs_status_t s = api_.configModify(config, "NET_DEVICES", mapped.c_str()); s != UCS_OK) {
+  // A setting UCX's own variable (UCX_<name>) leaves alone when the user set it.
+  const auto adjust = [&](const char* name, const std::string& value, const char* why) {
+    const char* own = std::getenv(cat("UCX_", name).c_str());
+    if (value.empty() || (own != nullptr && *own != '\0')) return;
+    if (ucs_status_t s = api_.configModify(config, name, value.c_str()); s != UCS_OK) {
       api_.configRelease(config);
-      fail(cat("setting UCX_NET_DEVICES=", mapped, " from VIGIL_SOCKET_IFNAME"), s);
+      fail(cat("setting UCX_", name, "=", value, " (", why, ")"), s);
     }
-    VIGIL_LOG_AT(LogLevel::Info, rank_, "ucx: UCX_NET_DEVICES=", mapped, " (from VIGIL_SOCKET_IFNAME)");
-  }
+    VIGIL_LOG_AT(LogLevel::Info, rank_, "ucx: UCX_", name, "=", value, " (", why, ")");
+  };
+  const std::vector<std::string> ports = rdmaPorts();
+  // VIGIL_SOCKET_IFNAME picks UCX's network interfaces too.
+  adjust("NET_DEVICES", ucxNetDevices(processConfig().socketIfname, ports), "from VIGIL_SOCKET_IFNAME");
   // Without an RDMA device UCX moves data over tcp, where its default
   // rendezvous (get_zcopy) reads a large message in fragments, each one a
   // request and a reply; put_zcopy streams it (1 MiB sendrecv between two
-  // namespace hosts: 0.86 -> 1.88 GB/s). UCX_RNDV_SCHEME, when set, wins.
-  const char* scheme = std::getenv("UCX_RNDV_SCHEME");
-  if ((scheme == nullptr || *scheme == '\0') && rdmaPorts().empty() && !sharedMemoryTls(std::getenv("UCX_TLS"))) {
-    if (ucs_status_t s = api_.configModify(config, "RNDV_SCHEME", "put_zcopy"); s != UCS_OK) {
-      api_.configRelease(config);
-      fail("setting UCX_RNDV_SCHEME=put_zcopy (no RDMA device: UCX runs over tcp)", s);
-    }
-    VIGIL_LOG_AT(LogLevel::Info, rank_, "ucx: UCX_RNDV_SCHEME=put_zcopy (no RDMA device here)");
-  }
+  // namespace hosts: 0.86 -> 1.88 GB/s).
+  if (ports.empty() && !sharedMemoryOnly_) adjust("RNDV_SCHEME", "put_zcopy", "no RDMA device here");
   ucp_params_t params{};
   params.field_mask = UCP_PARAM_FIELD_FEATURES | UCP_PARAM_FIELD_ESTIMATED_NUM_EPS;
   params.features = UCP_FEATURE_TAG | UCP_FEATURE_WAKEUP | UCP_FEATURE_RMA;
@@ -387,7 +137,6 @@ std::vector<std::vector<uint8_t>> UcxTransport::exchangeAddresses(TransportSetup
 }
 
 void UcxTransport::createEndpoints(const std::vector<std::vector<uint8_t>>& remote, const TransportSetup& setup) {
-  const bool sharedMemoryOnly = sharedMemoryTls(std::getenv("UCX_TLS"));
   const std::string& host = setup.peers[static_cast<size_t>(rank_)].hostId;
   for (int p = 0; p < nranks_; ++p) {
     if (p == rank_) continue;
@@ -403,7 +152,7 @@ void UcxTransport::createEndpoints(const std::vector<std::vector<uint8_t>>& remo
     // handling, and its death reaches this rank through the control plane
     // (its connection closes), which ends the wait as on every transport.
     const bool sameHost = setup.peers[static_cast<size_t>(p)].hostId == host;
-    ep.err_mode = sharedMemoryOnly && sameHost ? UCP_ERR_HANDLING_MODE_NONE : UCP_ERR_HANDLING_MODE_PEER;
+    ep.err_mode = sharedMemoryOnly_ && sameHost ? UCP_ERR_HANDLING_MODE_NONE : UCP_ERR_HANDLING_MODE_PEER;
     unhandled_[static_cast<size_t>(p)] = ep.err_mode == UCP_ERR_HANDLING_MODE_NONE ? 1 : 0;
     ep.err_handler.cb = onEndpointError;
     ep.err_handler.arg = &slot;
@@ -634,15 +383,20 @@ bool UcxTransport::onHeader(Op& op, size_t length, const FrameHeader& base, bool
   return true;
 }
 
+void UcxTransport::failed(ExchangeFault& fault, const char* what, ucs_status_t status) const {
+  fault.kind = ExchangeFault::Kind::IoError;
+  fault.err = EIO;
+  fault.ioErrc = Errc::NetUcx;
+  fault.detail = cat(what, what[0] != '\0' ? ": " : "", "UCX says \"", api_.statusString(status), "\"");
+}
+
 void UcxTransport::lostPeer(int peer, ucs_status_t status, ExchangeFault& fault) const {
+  failed(fault, "", status);
   // Over an endpoint without error handling (shared memory), a failed
   // transfer is a peer whose memory went away: judged as a closed peer.
   const bool unhandled = unhandled_[static_cast<size_t>(peer)] != 0;
-  fault.kind = peerLost(status) || unhandled ? ExchangeFault::Kind::PeerClosed : ExchangeFault::Kind::IoError;
+  if (peerLost(status) || unhandled) fault.kind = ExchangeFault::Kind::PeerClosed;
   fault.peer = peer;
-  fault.err = EIO;
-  fault.ioErrc = Errc::NetUcx;
-  fault.detail = cat("UCX says \"", api_.statusString(status), "\"");
 }
 
 int UcxTransport::settleReceive(void*& req, int peer, bool peerFailed, ExchangeFault& fault) {
@@ -733,10 +487,7 @@ int UcxTransport::flushSends(ExchangeFault& fault) {
   const ucs_status_t s = settle(flushReq_);
   if (s == UCS_INPROGRESS) return 0;
   if (s != UCS_OK) {
-    fault.kind = ExchangeFault::Kind::IoError;
-    fault.err = EIO;
-    fault.ioErrc = Errc::NetUcx;
-    fault.detail = cat("flushing the sends: UCX says \"", api_.statusString(s), "\"");
+    failed(fault, "flushing the sends", s);
     return -1;
   }
   sentSinceFlush_ = false;
@@ -748,77 +499,6 @@ bool UcxTransport::needs(int peer) const {
     if (ops_[i].stage != Op::Stage::Done && ops_[i].transfer->peer == peer) return true;
   }
   return false;
-}
-
-template <class Step, class Needs>
-ExchangeFault UcxTransport::waitFor(Step step, Needs needs, Deadline deadline, LivenessWatch& watch,
-                                    ExchangeWork* work) {
-  ExchangeFault fault;
-  bool stalled = false;
-  while (true) {
-    progressAll();
-    if (const int r = step(fault); r != 0) return r > 0 ? ExchangeFault{} : fault;
-    if (work != nullptr && work->pending()) {
-      work->runOne();
-      continue;
-    }
-    int r = 0;
-    for (int i = 0; i < spinIterations_ + kYields && r == 0; ++i) {
-      if (i >= spinIterations_) sched_yield();
-      if (api_.workerProgress(worker_) != 0) r = step(fault);
-    }
-    if (r != 0) return r > 0 ? ExchangeFault{} : fault;
-    // Sleep until the worker has events. Busy (events came in since the last
-    // progress): no sleep, but the fatal
-    // and peer fds, the stall and the deadline are still looked at, so a
-    // worker that stays busy (a peer's transport retrying) cannot hide them.
-    const ucs_status_t armed = api_.workerArm(worker_);
-    if (armed != UCS_OK && armed != UCS_ERR_BUSY) {
-      fault.kind = ExchangeFault::Kind::IoError;
-      fault.err = EIO;
-      fault.ioErrc = Errc::NetUcx;
-      fault.detail = cat("arming the UCX worker: UCX says \"", api_.statusString(armed), "\"");
-      return fault;
-    }
-    const int changeFd = watch.peerChangeFd();
-    pollfd pfds[3] = {{efd_, POLLIN, 0}, {watch.fatalFd(), POLLIN, 0}, {changeFd, POLLIN, 0}};
-    const Deadline until = stalled ? deadline : deadline.earlier(watch.stallDeadline());
-    const int sleepMs = armed == UCS_ERR_BUSY ? 0 : until.pollTimeoutMs();
-    if (::poll(pfds, changeFd >= 0 ? 3 : 2, sleepMs) < 0 && errno != EINTR) {
-      fault.kind = ExchangeFault::Kind::IoError;
-      fault.err = errno;
-      return fault;
-    }
-    if (pfds[1].revents & POLLIN) {
-      fault.kind = ExchangeFault::Kind::Fatal;
-      return fault;
-    }
-    int gone = -1;
-    if (changeFd >= 0) {
-      if (pfds[2].revents & POLLIN) gone = watch.checkPeers({});
-    } else {
-      for (int p = 0; p < nranks_ && gone < 0; ++p) {
-        if (p != rank_ && needs(p) && !watch.peerAlive(p)) gone = p;
-      }
-    }
-    if (gone >= 0) {
-      // What the peer sent before it went may be here already: use it.
-      progressAll();
-      if (const int r = step(fault); r != 0) return r > 0 ? ExchangeFault{} : fault;
-      fault.kind = ExchangeFault::Kind::PeerGone;
-      fault.peer = gone;
-      return fault;
-    }
-    if (!stalled && watch.stallDeadline().expired()) {
-      stalled = true;
-      watch.onStall();
-      continue;
-    }
-    if (deadline.expired()) {
-      fault.kind = ExchangeFault::Kind::TimedOut;
-      return fault;
-    }
-  }
 }
 
 ExchangeFault UcxTransport::exchange(std::span<const Transfer> transfers, const FrameHeader& header,
@@ -919,198 +599,7 @@ std::optional<FrameHeader> UcxTransport::unreceived(int peer) {
   return h;
 }
 
-std::unique_ptr<RmaRegion> UcxTransport::registerMemory(void* base, size_t bytes) {
-  ucp_mem_map_params_t mp{};
-  mp.field_mask = UCP_MEM_MAP_PARAM_FIELD_ADDRESS | UCP_MEM_MAP_PARAM_FIELD_LENGTH;
-  mp.address = base;
-  mp.length = bytes;
-  ucp_mem_h memh = nullptr;
-  const auto raise = [&](const char* what, ucs_status_t status) {
-    ErrorBuilder(Errc::NetUcx)
-        .rank(rank_, nranks_)
-        .op("window")
-        .cause(what, " ", bytes, " bytes at ", base, " for one-sided access: UCX says \"", api_.statusString(status),
-               "\"")
-        .raise();
-  };
-  if (ucs_status_t st = api_.memMap(context_, &mp, &memh); st != UCS_OK) raise("registering", st);
-  void* packed = nullptr;
-  size_t packedBytes = 0;
-  if (ucs_status_t st = api_.rkeyPack(context_, memh, &packed, &packedBytes); st != UCS_OK) {
-    api_.memUnmap(context_, memh);
-    raise("packing the remote key of", st);
-  }
-  std::vector<uint8_t> key(static_cast<uint8_t*>(packed), static_cast<uint8_t*>(packed) + packedBytes);
-  api_.rkeyBufferRelease(packed);
-  return std::make_unique<Region>(api_, context_, memh, reinterpret_cast<uint64_t>(base), bytes, std::move(key));
-}
-
-std::unique_ptr<RmaTarget> UcxTransport::attach(int peer, uint64_t address, size_t bytes,
-                                                std::span<const uint8_t> packedKey) {
-  ucp_rkey_h rkey = nullptr;
-  if (peer != rank_) {
-    ucp_ep_h ep = eps_[static_cast<size_t>(peer)];
-    const ucs_status_t st = ep == nullptr ? UCS_ERR_NOT_CONNECTED : api_.epRkeyUnpack(ep, packedKey.data(), &rkey);
-    if (st != UCS_OK) {
-      ErrorBuilder(Errc::NetUcx)
-          .rank(rank_, nranks_)
-          .op("window")
-          .peer(peer)
-          .cause("attaching rank ", peer, "'s window (", bytes, " bytes): UCX says \"", api_.statusString(st), "\"")
-          .raise();
-    }
-  }
-  return std::make_unique<Target>(api_, peer, address, bytes, rkey);
-}
-
-void UcxTransport::startRma(Target& target, void* req) {
-  if (req == nullptr) return;  // complete already
-  rmaRequests_.push_back({req, target.peer()});
-}
-
-void UcxTransport::put(RmaTarget& target, size_t offset, const void* source, size_t bytes) {
-  auto& t = static_cast<Target&>(target);
-  if (t.rkey() == nullptr) {  // this rank's own window
-    std::memcpy(reinterpret_cast<void*>(t.address() + offset), source, bytes);
-    return;
-  }
-  ucp_request_param_t param{};
-  startRma(t, api_.putNbx(eps_[static_cast<size_t>(t.peer())], source, bytes, t.address() + offset, t.rkey(), &param));
-}
-
-void UcxTransport::get(RmaTarget& target, size_t offset, void* destination, size_t bytes) {
-  auto& t = static_cast<Target&>(target);
-  if (t.rkey() == nullptr) {
-    std::memcpy(destination, reinterpret_cast<const void*>(t.address() + offset), bytes);
-    return;
-  }
-  ucp_request_param_t param{};
-  startRma(
-      t, api_.getNbx(eps_[static_cast<size_t>(t.peer())], destination, bytes, t.address() + offset, t.rkey(), &param));
-}
-
-int UcxTransport::rmaPass(ExchangeFault& fault) {
-  for (size_t i = 0; i < rmaRequests_.size();) {
-    RmaRequest& r = rmaRequests_[i];
-    const ucs_status_t st = settle(r.req);
-    if (st == UCS_INPROGRESS) {
-      if (slots_[static_cast<size_t>(r.peer)].failed != UCS_OK) {
-        lostPeer(r.peer, slots_[static_cast<size_t>(r.peer)].failed, fault);
-        return -1;
-      }
-      ++i;
-      continue;
-    }
-    if (st != UCS_OK) {
-      lostPeer(r.peer, st, fault);
-      return -1;
-    }
-    rmaRequests_[i] = rmaRequests_.back();
-    rmaRequests_.pop_back();
-  }
-  if (!rmaRequests_.empty()) return 0;
-  // A put is complete for UCX once its source may be reused; the flush
-  // waits until it is in the target's memory.
-  if (!rmaFlushPosted_) {
-    ucp_request_param_t param{};
-    rmaFlushReq_ = api_.workerFlushNbx(worker_, &param);
-    rmaFlushPosted_ = true;
-  }
-  const ucs_status_t st = settle(rmaFlushReq_);
-  if (st == UCS_INPROGRESS) return 0;
-  rmaFlushPosted_ = false;
-  if (st != UCS_OK) {
-    fault.kind = ExchangeFault::Kind::IoError;
-    fault.err = EIO;
-    fault.ioErrc = Errc::NetUcx;
-    fault.detail = cat("flushing one-sided accesses: UCX says \"", api_.statusString(st), "\"");
-    return -1;
-  }
-  return 1;
-}
-
-ExchangeFault UcxTransport::flush(Deadline deadline, LivenessWatch& watch) {
-  ExchangeFault fault = waitFor([this](ExchangeFault& f) { return rmaPass(f); },
-                                [this](int peer) {
-                                  for (const RmaRequest& r : rmaRequests_) {
-                                    if (r.peer == peer) return true;
-                                  }
-                                  return false;
-                                },
-                                deadline, watch, nullptr);
-  if (fault.kind != ExchangeFault::Kind::None) {
-    // Puts and gets cannot be cancelled: the endpoints close at once, which
-    // ends them, and the communicator keeps the error.
-    faulted_ = true;
-    closeEndpoints(/*force=*/true);
-    const Deadline until = Deadline::afterMs(kQuiesceMs);
-    for (RmaRequest& r : rmaRequests_) {
-      while (settle(r.req) == UCS_INPROGRESS && !until.expired()) progressAll();
-      if (r.req != nullptr) api_.requestFree(r.req);
-    }
-    rmaRequests_.clear();
-    if (rmaFlushReq_ != nullptr && !UCS_PTR_IS_ERR(rmaFlushReq_)) api_.requestFree(rmaFlushReq_);
-    rmaFlushReq_ = nullptr;
-    rmaFlushPosted_ = false;
-  }
-  return fault;
-}
-
-}  // namespace
-
-bool ucxAvailable(std::string* why) {
-  return ucx::load(why) != nullptr;
-}
-
-namespace {
-
-std::vector<std::string> entriesOf(const std::string& path) {
-  std::vector<std::string> names;
-  DIR* dir = ::opendir(path.c_str());
-  if (dir == nullptr) return names;
-  while (dirent* e = ::readdir(dir)) {
-    if (e->d_name[0] != '.') names.emplace_back(e->d_name);
-  }
-  ::closedir(dir);
-  std::sort(names.begin(), names.end());
-  return names;
-}
-
-}  // namespace
-
-std::vector<std::string> rdmaPorts() {
-  std::vector<std::string> ports;
-  for (const std::string& device : entriesOf("/sys/class/infiniband")) {
-    for (const std::string& port : entriesOf("/sys/class/infiniband/" + device + "/ports")) {
-      ports.push_back(device + ":" + port);
-    }
-  }
-  return ports;
-}
-
-bool rdmaDevicePresent() {
-  return !entriesOf("/sys/class/infiniband").empty();
-}
-
-bool sharedMemoryTls(const char* tls) {
-  if (tls == nullptr || *tls == '\0' || *tls == '^') return false;
-  static const std::set<std::string> kSharedMemory = {"sm", "shm", "posix", "sysv", "cma", "knem", "xpmem", "self"};
-  std::string list = tls;
-  size_t start = 0;
-  while (start <= list.size()) {
-    const size_t comma = std::min(list.find(',', start), list.size());
-    if (!kSharedMemory.contains(list.substr(start, comma - start))) return false;
-    start = comma + 1;
-  }
-  return true;
-}
-
-std::string ucxNetDevices(const std::string& ifnameSpec, const std::vector<std::string>& rdmaPorts) {
-  if (ifnameSpec.empty() || ifnameSpec[0] == '^') return {};
-  std::string devices = ifnameSpec;
-  for (const std::string& port : rdmaPorts) devices += "," + port;
-  return devices;
-}
+}  // namespace ucx
 
 std::unique_ptr<Transport> connectUcx(TransportSetup& setup) {
   std::string why;
@@ -1122,7 +611,7 @@ std::unique_ptr<Transport> connectUcx(TransportSetup& setup) {
         .cause("VIGIL_TRANSPORT=ucx, but ", why)
         .raise();
   }
-  auto transport = std::make_unique<UcxTransport>(*api, setup.rank, setup.nranks);
+  auto transport = std::make_unique<ucx::UcxTransport>(*api, setup.rank, setup.nranks);
   transport->open(setup);
   return transport;
 }

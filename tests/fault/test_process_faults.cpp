@@ -139,6 +139,15 @@ Env withTransport(const std::string& param, Env env) {
   return env;
 }
 
+// Test parameters: `base`, then the ucx transport on its own and over
+// shared memory only, where built.
+std::vector<std::string> withUcx(std::vector<std::string> base) {
+#if VIGIL_TEST_UCX
+  base.insert(base.end(), {"ucx", "ucx_sm"});
+#endif
+  return base;
+}
+
 class ProcessKillDuringAllReduce : public ::testing::TestWithParam<std::string> {};
 
 TEST_P(ProcessKillDuringAllReduce, SurvivorsReportTheKilledRankWithinTwoSecondsAndNoSegmentSurvives) {
@@ -172,13 +181,7 @@ TEST_P(ProcessKillDuringAllReduce, SurvivorsReportTheKilledRankWithinTwoSecondsA
   EXPECT_EQ(segmentsOf(job), std::vector<std::string>{});
 }
 
-INSTANTIATE_TEST_SUITE_P(Transports, ProcessKillDuringAllReduce,
-                         ::testing::Values("shm", "tcp"
-#if VIGIL_TEST_UCX
-                                           ,
-                                           "ucx", "ucx_sm"
-#endif
-                                           ),
+INSTANTIATE_TEST_SUITE_P(Transports, ProcessKillDuringAllReduce, ::testing::ValuesIn(withUcx({"shm", "tcp"})),
                          [](const auto& info) { return info.param; });
 
 // ---- A rank that is alive but frozen (SIGSTOP): the timeout report names it ----
@@ -212,13 +215,7 @@ TEST_P(ProcessStoppedRank, TheTimeoutReportNamesTheStoppedRankAsUnresponsive) {
 
 // Over every transport: a rank stopped right after an op must not fail that
 // op on its neighbours (they confirm it from the fingerprint it pushed).
-INSTANTIATE_TEST_SUITE_P(Transports, ProcessStoppedRank,
-                         ::testing::Values("auto", "tcp"
-#if VIGIL_TEST_UCX
-                                           ,
-                                           "ucx", "ucx_sm"
-#endif
-                                           ),
+INSTANTIATE_TEST_SUITE_P(Transports, ProcessStoppedRank, ::testing::ValuesIn(withUcx({"auto", "tcp"})),
                          [](const auto& info) { return info.param; });
 
 // ---- S6: returning from main without vigilCommDestroy is a clean exit ----
