@@ -20,7 +20,11 @@ class StepRunner {
   virtual ~StepRunner() = default;
   virtual int rank() const = 0;
   virtual int nranks() const = 0;
-  virtual void exchange(std::span<const Transfer> transfers) = 0;
+  void exchange(std::span<const Transfer> transfers) { exchange(transfers, nullptr); }
+  // The same, running units of `work` whenever the messages cannot move
+  // (transport.hpp: ExchangeWork); units still pending afterwards are the
+  // caller's.
+  virtual void exchange(std::span<const Transfer> transfers, ExchangeWork* work) = 0;
   // At least `bytes` of scratch, kept for the communicator's life; valid
   // until the next call.
   virtual uint8_t* scratch(size_t bytes) = 0;

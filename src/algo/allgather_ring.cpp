@@ -1,9 +1,9 @@
 // Ring allgather: in step s every rank passes on the block it received in
 // step s-1 (its own block first), so after n-1 steps every rank has all n.
-// Blocks land directly in their final place in the output, in pieces of
-// kPipelineBytes.
+// Blocks land directly in their final place in the output, each in one
+// message: nothing is computed between pieces, so cutting a block would
+// only make its transfer wait for the previous piece's.
 
-#include <algorithm>
 #include <cstring>
 
 #include "algo/ring.hpp"
@@ -14,23 +14,18 @@ namespace vigil::algo {
 void ringAllGather(StepRunner& r, uint8_t* data, const Blocks& blocks, size_t elem) {
   const int n = r.nranks(), me = r.rank();
   const int right = mod(me + 1, n), left = mod(me - 1, n);
-  const size_t piece = std::max<size_t>(1, kPipelineBytes / elem);
   for (int s = 0; s < n - 1; ++s) {
     const int sendBlock = mod(me - s, n), recvBlock = mod(me - s - 1, n);
-    const size_t sendCount = blocks.size(sendBlock), recvCount = blocks.size(recvBlock);
-    uint8_t* const sendFrom = data + blocks.begin(sendBlock) * elem;
-    uint8_t* const recvInto = data + blocks.begin(recvBlock) * elem;
-    for (size_t off = 0; off < std::max(sendCount, recvCount); off += piece) {
-      Transfer step[2];
-      size_t k = 0;
-      if (off < sendCount) {
-        step[k++] = Transfer::send(right, sendFrom + off * elem, std::min(piece, sendCount - off) * elem);
-      }
-      if (off < recvCount) {
-        step[k++] = Transfer::recv(left, recvInto + off * elem, std::min(piece, recvCount - off) * elem);
-      }
-      r.exchange(std::span<const Transfer>(step, k));
+    // An empty block is not sent: its receiver knows it is empty.
+    Transfer step[2];
+    size_t k = 0;
+    if (blocks.size(sendBlock) > 0) {
+      step[k++] = Transfer::send(right, data + blocks.begin(sendBlock) * elem, blocks.size(sendBlock) * elem);
     }
+    if (blocks.size(recvBlock) > 0) {
+      step[k++] = Transfer::recv(left, data + blocks.begin(recvBlock) * elem, blocks.size(recvBlock) * elem);
+    }
+    r.exchange(std::span<const Transfer>(step, k));
   }
 }
 

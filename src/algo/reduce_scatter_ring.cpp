@@ -3,6 +3,11 @@
 // of block (r - s - 2), adding its own contribution. After n-1 steps the
 // partial that arrives is block r, complete. Each block is reduced along one
 // chain of ranks, so the result does not depend on which rank computes it.
+//
+// Blocks move in pieces of kPipelineBytes, and a piece is reduced while the
+// next one travels: the reduction is the exchange's work (ExchangeWork), in
+// units small enough that the transport progresses between them. A send
+// that needs the piece being reduced (a block of one piece) waits for it.
 
 #include <algorithm>
 #include <cstring>
@@ -13,6 +18,56 @@
 
 namespace vigil::algo {
 
+namespace {
+
+// dst = mine OP theirs over one arrived piece, a unit at a time.
+class PieceReduction final : public ExchangeWork {
+ public:
+  PieceReduction(vigilDataType_t dtype, vigilRedOp_t op)
+      : dtype_(dtype), op_(op), elem_(dtypeSize(dtype)), unit_(std::max<size_t>(1, kUnitBytes / elem_)) {}
+
+  void start(uint8_t* dst, const uint8_t* mine, const uint8_t* theirs, size_t count) {
+    dst_ = dst;
+    mine_ = mine;
+    theirs_ = theirs;
+    count_ = count;
+    done_ = 0;
+    ready_ = nullptr;
+  }
+  // Whether [data, data + bytes) is still to be written.
+  bool writes(const uint8_t* data, size_t bytes) const {
+    return pending() && data < dst_ + count_ * elem_ && dst_ + done_ * elem_ < data + bytes;
+  }
+  // *ready becomes true when the reduction is complete.
+  void signal(bool* ready) { ready_ = ready; }
+  void finish() {
+    while (pending()) runOne();
+  }
+
+  bool pending() const override { return done_ < count_; }
+  void runOne() override {
+    const size_t n = std::min(unit_, count_ - done_), at = done_ * elem_;
+    reduce::reduceInto(dst_ + at, mine_ + at, theirs_ + at, n, dtype_, op_);
+    done_ += n;
+    if (!pending() && ready_ != nullptr) *ready_ = true;
+  }
+
+ private:
+  // A unit: long enough that the kernel runs at speed, short enough that a
+  // message waiting for the other side's answer is not held up.
+  static constexpr size_t kUnitBytes = 64u << 10;
+  const vigilDataType_t dtype_;
+  const vigilRedOp_t op_;
+  const size_t elem_, unit_;
+  uint8_t* dst_ = nullptr;
+  const uint8_t* mine_ = nullptr;
+  const uint8_t* theirs_ = nullptr;
+  size_t count_ = 0, done_ = 0;
+  bool* ready_ = nullptr;
+};
+
+}  // namespace
+
 void ringReduceScatter(StepRunner& r, const RingReduceScatter& args) {
   const size_t elem = dtypeSize(args.dtype);
   const int n = r.nranks(), me = r.rank();
@@ -21,16 +76,20 @@ void ringReduceScatter(StepRunner& r, const RingReduceScatter& args) {
   // Both ends cut a block into the same pieces.
   const size_t piece = std::max<size_t>(1, kPipelineBytes / elem);
   const size_t largest = blocks.size(0), pieceRoom = std::min(piece, largest);
-  // One arriving piece, and two partial blocks (one is sent while the next
-  // is reduced) when the caller keeps no partials.
-  uint8_t* space = r.scratch((pieceRoom + (args.partials != nullptr ? 0 : 2 * largest)) * elem);
-  uint8_t* incoming = space;
+  // Two arriving pieces (one lands while the other is reduced), and two
+  // partial blocks (one is sent while the next is reduced) when the caller
+  // keeps no partials.
+  uint8_t* space = r.scratch((2 * pieceRoom + (args.partials != nullptr ? 0 : 2 * largest)) * elem);
+  uint8_t* incoming[2] = {space, space + pieceRoom * elem};
+  int landing = 0;
   auto partialOf = [&](int block, int step) -> uint8_t* {
     if (block == me) return args.owned;
     if (args.partials != nullptr) return args.partials + blocks.begin(block) * elem;
-    return space + (pieceRoom + static_cast<size_t>(step % 2) * largest) * elem;
+    return space + (2 * pieceRoom + static_cast<size_t>(step % 2) * largest) * elem;
   };
 
+  PieceReduction reduction(args.dtype, args.op);
+  bool sendReady = false;
   // Step 0 sends this rank's own contribution straight from the input.
   const uint8_t* outgoing = args.input + blocks.begin(mod(me - 1, n)) * elem;
   for (int s = 0; s < n - 1; ++s) {
@@ -42,17 +101,29 @@ void ringReduceScatter(StepRunner& r, const RingReduceScatter& args) {
       Transfer step[2];
       size_t k = 0;
       if (off < sendCount) {
-        step[k++] = Transfer::send(right, outgoing + off * elem, std::min(piece, sendCount - off) * elem);
+        const size_t bytes = std::min(piece, sendCount - off) * elem;
+        step[k] = Transfer::send(right, outgoing + off * elem, bytes);
+        if (reduction.writes(outgoing + off * elem, bytes)) {
+          sendReady = false;
+          reduction.signal(&sendReady);
+          step[k].ready = &sendReady;
+        }
+        ++k;
       }
       const size_t got = off < recvCount ? std::min(piece, recvCount - off) : 0;
-      if (got > 0) step[k++] = Transfer::recv(left, incoming, got * elem);
-      r.exchange(std::span<const Transfer>(step, k));
+      if (got > 0) step[k++] = Transfer::recv(left, incoming[landing], got * elem);
+      r.exchange(std::span<const Transfer>(step, k), reduction.pending() ? &reduction : nullptr);
+      reduction.finish();
       // mine OP theirs, written where the partial is kept: an in-place
       // input block is read before it is overwritten, never copied whole.
-      if (got > 0) reduce::reduceInto(partial + off * elem, mine + off * elem, incoming, got, args.dtype, args.op);
+      if (got > 0) {
+        reduction.start(partial + off * elem, mine + off * elem, incoming[landing], got);
+        landing ^= 1;
+      }
     }
     outgoing = partial;
   }
+  reduction.finish();
   if (args.op == vigilAvg) reduce::divideInPlace(args.owned, blocks.size(me), args.dtype, n);
 }
 

@@ -234,10 +234,6 @@ void Communicator::runPointToPointBatch(std::span<const OpDesc> ops, ExchangeWor
   exchange(transfers, work);
 }
 
-void Communicator::exchange(std::span<const Transfer> transfers) {
-  exchange(transfers, nullptr);
-}
-
 void Communicator::exchange(std::span<const Transfer> transfers, ExchangeWork* work) {
   ExchangeFault fault = transport_->exchange(transfers, op_.header, config_.fingerprint, op_.deadline, *this, work);
   if (fault.kind != ExchangeFault::Kind::None) failOp(fault);

@@ -148,7 +148,8 @@ class Communicator : public algo::LoadStoreRunner, public algo::HierarchicalRunn
                                                 Deadline deadline);
 
   // LoadStoreRunner
-  void exchange(std::span<const Transfer> transfers) override;
+  using algo::LoadStoreRunner::exchange;
+  void exchange(std::span<const Transfer> transfers, ExchangeWork* work) override;
   uint8_t* scratch(size_t bytes) override;
   bool hasLoadStore() override { return loadStore_ != nullptr; }
   LoadStoreDomain& loadStoreDomain() override { return *loadStore_; }
@@ -167,7 +168,6 @@ class Communicator : public algo::LoadStoreRunner, public algo::HierarchicalRunn
   void runCollective(const OpDesc& op);
   size_t opBytes(const OpDesc& op) const;
   void runPointToPointBatch(std::span<const OpDesc> ops, ExchangeWork* work = nullptr);
-  void exchange(std::span<const Transfer> transfers, ExchangeWork* work);
   ProgressReport progress() const;
   void checkPeersBeforeStart(std::span<const int> peers, int64_t seq);
   [[noreturn]] void failOp(const ExchangeFault& fault);
