@@ -4,6 +4,8 @@
 # host, with ucx_perftest as the fabric's limit. One run, alternating.
 #
 #   bench/fabric.sh [--rounds R] [--tls TLS] [--tls-local TLS] [--out DIR] [--name NAME]
+#                   [--libs vigil-ucx,vigil-tcp,openmpi-ucx] [--placements 2hosts,1host]
+#                   [--bands small|large|all] [--no-perftest] [--env VAR=VALUE]...
 #
 # Needs root (network namespaces), Open MPI's mpirun, build/vigil-perf (any
 # vigil build with UCX), build-bench/mpi_perf_openmpi (bench/build_peers.sh)
@@ -32,6 +34,11 @@ OUT=$REPO/bench/results
 NAME=$(date +%F)
 VIGIL_BUILD=$REPO/build
 BENCH_BUILD=$REPO/build-bench
+LIBS=(vigil-ucx vigil-tcp openmpi-ucx)
+PLACEMENTS=(2hosts 1host)
+BAND_CHOICE=all
+PERFTEST_RUNS=1
+EXTRA_ENV=()
 while (($#)); do
   case $1 in
     --rounds) ROUNDS=$2; shift 2 ;;
@@ -41,7 +48,14 @@ while (($#)); do
     --name) NAME=$2; shift 2 ;;
     --vigil-build) VIGIL_BUILD=$2; shift 2 ;;
     --bench-build) BENCH_BUILD=$2; shift 2 ;;
-    *) echo "usage: $0 [--rounds R] [--tls TLS] [--out DIR] [--name NAME] [--vigil-build DIR] [--bench-build DIR]" >&2
+    --libs) IFS=, read -ra LIBS <<<"$2"; shift 2 ;;            # a subset, e.g. vigil-ucx,openmpi-ucx
+    --placements) IFS=, read -ra PLACEMENTS <<<"$2"; shift 2 ;;  # 2hosts, 1host or both
+    --bands) BAND_CHOICE=$2; shift 2 ;;                         # small (8 B-256 KiB), large (1-64 MiB), all
+    --no-perftest) PERFTEST_RUNS=0; shift ;;
+    --env) EXTRA_ENV+=("$2"); shift 2 ;;                          # VAR=VALUE for every library's job
+    *) echo "usage: $0 [--rounds R] [--tls TLS] [--tls-local TLS] [--out DIR] [--name NAME] [--vigil-build DIR]" \
+      "[--bench-build DIR] [--libs L,..] [--placements P,..] [--bands small|large|all] [--no-perftest]" \
+      "[--env VAR=VALUE]..." >&2
       exit 2 ;;
   esac
 done
@@ -78,7 +92,14 @@ chmod +x "$MH_TMP/rsh"
 
 COLLS=allreduce,allgather,alltoall,sendrecv
 # Two size bands: the large one makes fewer calls per sample.
-BANDS=("-b 8 -e 256K -f 8 -n 20 -w 5 -s 10" "-b 1M -e 64M -f 4 -n 4 -w 2 -s 5")
+SMALL_BAND="-b 8 -e 256K -f 8 -n 20 -w 5 -s 10"
+LARGE_BAND="-b 1M -e 64M -f 4 -n 4 -w 2 -s 5"
+case $BAND_CHOICE in
+  small) BANDS=("$SMALL_BAND") ;;
+  large) BANDS=("$LARGE_BAND") ;;
+  all) BANDS=("$SMALL_BAND" "$LARGE_BAND") ;;
+  *) echo "fabric.sh: --bands takes small, large or all" >&2; exit 2 ;;
+esac
 
 # run_job LABEL PLACEMENT ENV... -- PROG ARGS...: one mpirun job of 2 ranks;
 # PLACEMENT "2hosts" (one rank per host) or "1host" (both in host 0). Its JSON
@@ -87,6 +108,7 @@ run_job() {
   local label=$1 placement=$2 hosts env=() cmd
   shift 2
   while [[ $1 != -- ]]; do env+=(-x "$1"); shift; done
+  for e in "${EXTRA_ENV[@]}"; do env+=(-x "$e"); done
   shift
   hosts="$A0,$A1"
   [[ $placement == 1host ]] && hosts="$A0:2"
@@ -158,12 +180,11 @@ perftest_bidir() {  # perftest_bidir SIZE ITERS: both directions at once; a reco
   perftest_record ucx_perftest_bidir tag_bw "$1" "$MH_TMP/perftest-c0.out" "$MH_TMP/perftest-c1.out"
 }
 
-LIBS=(vigil-ucx vigil-tcp openmpi-ucx)
 echo "== fabric.sh: $ROUNDS rounds, UCX_TLS=$TLS across hosts, $TLS_LOCAL on one host, $COLLS"
 for ((r = 0; r < ROUNDS; r++)); do
-  for placement in 2hosts 1host; do
+  for placement in "${PLACEMENTS[@]}"; do
     libs=("${LIBS[@]}")
-    [[ $placement == 1host ]] && libs+=(vigil)
+    [[ $placement == 1host && " ${LIBS[*]} " == *" vigil-ucx "* ]] && libs+=(vigil)
     for band in "${BANDS[@]}"; do
       for ((i = 0; i < ${#libs[@]}; i++)); do  # the order rotates each round
         lib=${libs[$(((i + r) % ${#libs[@]}))]}
@@ -172,6 +193,7 @@ for ((r = 0; r < ROUNDS; r++)); do
       done
     done
   done
+  ((PERFTEST_RUNS)) || continue
   echo "   round $((r + 1)): ucx_perftest"
   perftest tag_lat 8 20000
   for s in 65536 262144 1048576 4194304 16777216 67108864; do
