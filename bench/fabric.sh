@@ -5,7 +5,7 @@
 #
 #   bench/fabric.sh [--rounds R] [--tls TLS] [--tls-local TLS] [--out DIR] [--name NAME]
 #                   [--libs vigil-ucx,vigil-tcp,openmpi-ucx] [--placements 2hosts,1host]
-#                   [--bands small|large|all] [--no-perftest] [--env VAR=VALUE]...
+#                   [--bands small|large|all] [--colls C,..] [--no-perftest] [--env VAR=VALUE]...
 #
 # Needs root (network namespaces), Open MPI's mpirun, build/vigil-perf (any
 # vigil build with UCX), build-bench/mpi_perf_openmpi (bench/build_peers.sh)
@@ -39,6 +39,9 @@ PLACEMENTS=(2hosts 1host)
 BAND_CHOICE=all
 PERFTEST_RUNS=1
 EXTRA_ENV=()
+# broadcast between two ranks is one direction, root to the other rank: the
+# one to hold against ucx_perftest's one-direction tag_bw.
+COLLS=allreduce,allgather,alltoall,sendrecv,broadcast
 while (($#)); do
   case $1 in
     --rounds) ROUNDS=$2; shift 2 ;;
@@ -52,10 +55,11 @@ while (($#)); do
     --placements) IFS=, read -ra PLACEMENTS <<<"$2"; shift 2 ;;  # 2hosts, 1host or both
     --bands) BAND_CHOICE=$2; shift 2 ;;                         # small (8 B-256 KiB), large (1-64 MiB), all
     --no-perftest) PERFTEST_RUNS=0; shift ;;
-    --env) EXTRA_ENV+=("$2"); shift 2 ;;                          # VAR=VALUE for every library's job
+    --colls) COLLS=$2; shift 2 ;;
+    --env) EXTRA_ENV+=("$2"); shift 2 ;;  # VAR=VALUE for every job, ucx_perftest too
     *) echo "usage: $0 [--rounds R] [--tls TLS] [--tls-local TLS] [--out DIR] [--name NAME] [--vigil-build DIR]" \
-      "[--bench-build DIR] [--libs L,..] [--placements P,..] [--bands small|large|all] [--no-perftest]" \
-      "[--env VAR=VALUE]..." >&2
+      "[--bench-build DIR] [--libs L,..] [--placements P,..] [--bands small|large|all] [--colls C,..]" \
+      "[--no-perftest] [--env VAR=VALUE]..." >&2
       exit 2 ;;
   esac
 done
@@ -90,7 +94,6 @@ exec ip netns exec "\$ns" sh -c "\$*"
 EOF
 chmod +x "$MH_TMP/rsh"
 
-COLLS=allreduce,allgather,alltoall,sendrecv
 # Two size bands: the large one makes fewer calls per sample.
 SMALL_BAND="-b 8 -e 256K -f 8 -n 20 -w 5 -s 10"
 LARGE_BAND="-b 1M -e 64M -f 4 -n 4 -w 2 -s 5"
@@ -144,7 +147,7 @@ run_lib() {  # run_lib LIB PLACEMENT BAND
 # host 1 and back, at the same time: what a collective of two ranks does,
 # each rank sending and receiving), and tag_lat at 8 B.
 perftest_server() {  # perftest_server HOST PORT OUT: starts a server and waits (bounded) until it listens
-  host_spawn "$1" "$3" 120 env "UCX_TLS=$TLS" "$PERFTEST" -p "$2"
+  host_spawn "$1" "$3" 120 env "UCX_TLS=$TLS" "${EXTRA_ENV[@]}" "$PERFTEST" -p "$2"
   local deadline=$((SECONDS + 20))
   until ip netns exec "$(host_ns "$1")" ss -ltn | grep -q ":$2 "; do  # an event, polled
     ((SECONDS < deadline)) || { echo "fabric.sh: ucx_perftest server did not start" >&2; return 1; }
@@ -152,7 +155,7 @@ perftest_server() {  # perftest_server HOST PORT OUT: starts a server and waits 
   done
 }
 perftest_client() {  # perftest_client HOST SERVER_ADDR PORT TEST SIZE ITERS OUT
-  host_exec "$1" env "UCX_TLS=$TLS" timeout 120 "$PERFTEST" "$2" -p "$3" -t "$4" -s "$5" -n "$6" -w 20 >"$7" 2>&1 || true
+  host_exec "$1" env "UCX_TLS=$TLS" "${EXTRA_ENV[@]}" timeout 120 "$PERFTEST" "$2" -p "$3" -t "$4" -s "$5" -n "$6" -w 20 >"$7" 2>&1 || true
 }
 perftest_record() {  # perftest_record LABEL TEST SIZE FILE...: the Final lines, as records
   local label=$1 t=$2 s=$3
