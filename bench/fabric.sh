@@ -143,7 +143,7 @@ run_lib() {  # run_lib LIB PLACEMENT BAND
 }
 
 # ucx_perftest between the hosts: tag_bw per size (its default window of
-# outstanding sends), one direction and both at once (two pairs, host 0 to
+# outstanding sends, and one send at a time), one direction and both at once (two pairs, host 0 to
 # host 1 and back, at the same time: what a collective of two ranks does,
 # each rank sending and receiving), and tag_lat at 8 B.
 perftest_server() {  # perftest_server HOST PORT OUT: starts a server and waits (bounded) until it listens
@@ -154,8 +154,9 @@ perftest_server() {  # perftest_server HOST PORT OUT: starts a server and waits 
     sleep 0.05
   done
 }
-perftest_client() {  # perftest_client HOST SERVER_ADDR PORT TEST SIZE ITERS OUT
-  host_exec "$1" env "UCX_TLS=$TLS" "${EXTRA_ENV[@]}" timeout 120 "$PERFTEST" "$2" -p "$3" -t "$4" -s "$5" -n "$6" -w 20 >"$7" 2>&1 || true
+perftest_client() {  # perftest_client HOST SERVER_ADDR PORT TEST SIZE ITERS OUT [OPTION...]
+  host_exec "$1" env "UCX_TLS=$TLS" "${EXTRA_ENV[@]}" timeout 120 "$PERFTEST" "$2" -p "$3" -t "$4" -s "$5" -n "$6" -w 20 \
+    "${@:8}" >"$7" 2>&1 || true
 }
 perftest_record() {  # perftest_record LABEL TEST SIZE FILE...: the Final lines, as records
   local label=$1 t=$2 s=$3
@@ -163,12 +164,12 @@ perftest_record() {  # perftest_record LABEL TEST SIZE FILE...: the Final lines,
   # Final: iterations, typical/avg/overall latency (us), avg/overall bandwidth (MB/s = MiB/s), rates
   cat "$@" | awk -v l="$label" -v t="$t" -v s="$s" '/^Final:/ {printf "{\"label\":\"%s\",\"placement\":\"2hosts\",\"coll\":\"%s\",\"bytes\":%d,\"lat_us\":%s,\"bw_gbs\":%.4f}\n", l, t, s, $3, $7 * 1048576 / 1e9}' >>"$RAW"
 }
-perftest() {  # perftest TEST SIZE ITERS: one direction, host 1 to host 0
+perftest() {  # perftest TEST SIZE ITERS [LABEL OPTION...]: one direction, host 1 to host 0
   local port=$((13337 + RANDOM % 1000))
   perftest_server 0 "$port" "$MH_TMP/perftest-server.out" || return 0
-  perftest_client 1 "$A0" "$port" "$1" "$2" "$3" "$MH_TMP/perftest-client.out"
+  perftest_client 1 "$A0" "$port" "$1" "$2" "$3" "$MH_TMP/perftest-client.out" "${@:5}"
   wait "$MH_SPAWNED" 2>/dev/null || true
-  perftest_record ucx_perftest "$1" "$2" "$MH_TMP/perftest-client.out"
+  perftest_record "${4:-ucx_perftest}" "$1" "$2" "$MH_TMP/perftest-client.out"
 }
 perftest_bidir() {  # perftest_bidir SIZE ITERS: both directions at once; a record per direction
   local port=$((14337 + RANDOM % 1000)) s0 s1
@@ -201,6 +202,8 @@ for ((r = 0; r < ROUNDS; r++)); do
   perftest tag_lat 8 20000
   for s in 65536 262144 1048576 4194304 16777216 67108864; do
     perftest tag_bw "$s" $((s >= 16777216 ? 40 : 400))
+    # One message at a time, as a blocking call moves it (-O 1).
+    perftest tag_bw "$s" $((s >= 16777216 ? 40 : 400)) ucx_perftest_w1 -O 1
     perftest_bidir "$s" $((s >= 16777216 ? 40 : 400))
   done
 done

@@ -4,7 +4,10 @@
 A figure is the median over rounds of each run's median (busbw, GB/s; time in
 us at 8 B). Ratios: vigil-ucx against Open MPI over UCX (>1: vigil faster),
 and for broadcast (between two ranks: one direction, root to the other rank)
-against ucx_perftest's one-direction tag_bw at the same size. The other
+against ucx_perftest's one-direction tag_bw at the same size: with its
+default window of outstanding sends (a stream), and with one send at a time
+(-O 1: what a blocking call can reach, each message waiting for the
+previous one to complete). The other
 collectives load both directions at once; ucx_perftest's figure with both
 directions loaded (two client/server pairs at once) is listed beside them,
 but on a machine whose cores the emulated hosts share, its four spinning
@@ -51,8 +54,8 @@ def main():
     lat = perftest.get(("ucx_perftest", "tag_lat", 8))
     if lat:
         print(f"ucx_perftest between the hosts: tag_lat 8 B = {statistics.median(r['lat_us'] for r in lat):.2f} us "
-              "(one way); tag_bw per size in the tables' last columns (one direction, and per direction with both "
-              "loaded at once).\n")
+              "(one way); tag_bw per size in the tables' last columns: one direction (a stream, and one send at a "
+              "time), and per direction with both loaded at once.\n")
     wrong = sum(r.get("wrong", 0) for rs in runs.values() for r in rs)
     print(f"Elements checked wrong over all runs: {wrong}.\n")
     for placement, heading in (("2hosts", "Two hosts, one rank each"), ("1host", "One host, two ranks")):
@@ -61,7 +64,8 @@ def main():
             continue
         print(f"## {heading}\n")
         print("busbw in GB/s (time in us for 8 B rows), median over rounds.\n")
-        cols = present + ["ucx/ompi"] + (["perftest 1 dir", "perftest 2 dirs", "ucx/perftest"]
+        cols = present + ["ucx/ompi"] + (["perftest 1 dir", "perftest 1 dir, 1 at a time", "perftest 2 dirs",
+                                           "ucx/perftest", "ucx/perftest 1 at a time"]
                                           if placement == "2hosts" else [])
         print("| coll | size | " + " | ".join(cols) + " |")
         print("|" + "---|" * (len(cols) + 2))
@@ -77,12 +81,13 @@ def main():
             else:
                 cells.append("-")
             if placement == "2hosts":
-                one = limit(size, "ucx_perftest") if key != "time_us" else None
-                both = limit(size, "ucx_perftest_bidir") if key != "time_us" else None
-                cells.append("-" if one is None else f"{one:.3f}")
-                cells.append("-" if both is None else f"{both:.3f}")
-                one_way = coll == "broadcast" and one is not None and u is not None
-                cells.append(f"{u / one:.2f}" if one_way else "-")
+                one, single, both = ((limit(size, label) if key != "time_us" else None)
+                                     for label in ("ucx_perftest", "ucx_perftest_w1", "ucx_perftest_bidir"))
+                for lim in (one, single, both):
+                    cells.append("-" if lim is None else f"{lim:.3f}")
+                for lim in (one, single):
+                    one_way = coll == "broadcast" and lim is not None and u is not None
+                    cells.append(f"{u / lim:.2f}" if one_way else "-")
             print(f"| {coll} | {fmt_size(size)} | " + " | ".join(cells) + " |")
         print()
 
