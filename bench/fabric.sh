@@ -5,7 +5,7 @@
 #
 #   bench/fabric.sh [--rounds R] [--tls TLS] [--tls-local TLS] [--out DIR] [--name NAME]
 #                   [--libs vigil-ucx,vigil-tcp,openmpi-ucx] [--placements 2hosts,1host]
-#                   [--bands small|large|all] [--colls C,..] [--no-perftest] [--env VAR=VALUE]...
+#                   [--bands small|mid|large|all] [--colls C,..] [--no-perftest] [--env VAR=VALUE]...
 #
 # Needs root (network namespaces), Open MPI's mpirun, build/vigil-perf (any
 # vigil build with UCX), build-bench/mpi_perf_openmpi (bench/build_peers.sh)
@@ -53,12 +53,12 @@ while (($#)); do
     --bench-build) BENCH_BUILD=$2; shift 2 ;;
     --libs) IFS=, read -ra LIBS <<<"$2"; shift 2 ;;            # a subset, e.g. vigil-ucx,openmpi-ucx
     --placements) IFS=, read -ra PLACEMENTS <<<"$2"; shift 2 ;;  # 2hosts, 1host or both
-    --bands) BAND_CHOICE=$2; shift 2 ;;                         # small (8 B-256 KiB), large (1-64 MiB), all
+    --bands) BAND_CHOICE=$2; shift 2 ;;  # small (8 B-256 KiB), mid (64, 128 KiB), large (1-64 MiB), all
     --no-perftest) PERFTEST_RUNS=0; shift ;;
     --colls) COLLS=$2; shift 2 ;;
     --env) EXTRA_ENV+=("$2"); shift 2 ;;  # VAR=VALUE for every job, ucx_perftest too
     *) echo "usage: $0 [--rounds R] [--tls TLS] [--tls-local TLS] [--out DIR] [--name NAME] [--vigil-build DIR]" \
-      "[--bench-build DIR] [--libs L,..] [--placements P,..] [--bands small|large|all] [--colls C,..]" \
+      "[--bench-build DIR] [--libs L,..] [--placements P,..] [--bands small|mid|large|all] [--colls C,..]" \
       "[--no-perftest] [--env VAR=VALUE]..." >&2
       exit 2 ;;
   esac
@@ -94,14 +94,16 @@ exec ip netns exec "\$ns" sh -c "\$*"
 EOF
 chmod +x "$MH_TMP/rsh"
 
-# Two size bands: the large one makes fewer calls per sample.
+# Three size bands: the large one makes fewer calls per sample.
 SMALL_BAND="-b 8 -e 256K -f 8 -n 20 -w 5 -s 10"
+MID_BAND="-b 64K -e 128K -f 2 -n 20 -w 5 -s 10"  # where the large sizes begin
 LARGE_BAND="-b 1M -e 64M -f 4 -n 4 -w 2 -s 5"
 case $BAND_CHOICE in
   small) BANDS=("$SMALL_BAND") ;;
+  mid) BANDS=("$MID_BAND") ;;
   large) BANDS=("$LARGE_BAND") ;;
-  all) BANDS=("$SMALL_BAND" "$LARGE_BAND") ;;
-  *) echo "fabric.sh: --bands takes small, large or all" >&2; exit 2 ;;
+  all) BANDS=("$SMALL_BAND" "$MID_BAND" "$LARGE_BAND") ;;
+  *) echo "fabric.sh: --bands takes small, mid, large or all" >&2; exit 2 ;;
 esac
 
 # run_job LABEL PLACEMENT ENV... -- PROG ARGS...: one mpirun job of 2 ranks;
@@ -200,7 +202,7 @@ for ((r = 0; r < ROUNDS; r++)); do
   ((PERFTEST_RUNS)) || continue
   echo "   round $((r + 1)): ucx_perftest"
   perftest tag_lat 8 20000
-  for s in 65536 262144 1048576 4194304 16777216 67108864; do
+  for s in 65536 131072 262144 1048576 4194304 16777216 67108864; do
     perftest tag_bw "$s" $((s >= 16777216 ? 40 : 400))
     # One message at a time, as a blocking call moves it (-O 1).
     perftest tag_bw "$s" $((s >= 16777216 ? 40 : 400)) ucx_perftest_w1 -O 1
