@@ -32,16 +32,13 @@ class PieceReduction final : public ExchangeWork {
     theirs_ = theirs;
     count_ = count;
     done_ = 0;
-    ready_ = nullptr;
+    complete_ = count == 0;
   }
-  // Whether [data, data + bytes) is still to be written.
-  bool writes(const uint8_t* data, size_t bytes) const {
-    return pending() && data < dst_ + count_ * elem_ && dst_ + done_ * elem_ < data + bytes;
-  }
-  // *ready becomes true when the reduction is complete.
-  void signal(bool* ready) { ready_ = ready; }
-  void finish() {
-    while (pending()) runOne();
+  // For a send of [data, data + bytes): null when nothing there is still to
+  // be written, else a flag that turns true once the reduction is complete.
+  const bool* readyFlag(const uint8_t* data, size_t bytes) const {
+    const bool writes = pending() && data < dst_ + count_ * elem_ && dst_ + done_ * elem_ < data + bytes;
+    return writes ? &complete_ : nullptr;
   }
 
   bool pending() const override { return done_ < count_; }
@@ -49,7 +46,7 @@ class PieceReduction final : public ExchangeWork {
     const size_t n = std::min(unit_, count_ - done_), at = done_ * elem_;
     reduce::reduceInto(dst_ + at, mine_ + at, theirs_ + at, n, dtype_, op_);
     done_ += n;
-    if (!pending() && ready_ != nullptr) *ready_ = true;
+    complete_ = !pending();
   }
 
  private:
@@ -63,7 +60,7 @@ class PieceReduction final : public ExchangeWork {
   const uint8_t* mine_ = nullptr;
   const uint8_t* theirs_ = nullptr;
   size_t count_ = 0, done_ = 0;
-  bool* ready_ = nullptr;
+  bool complete_ = true;
 };
 
 }  // namespace
@@ -89,7 +86,6 @@ void ringReduceScatter(StepRunner& r, const RingReduceScatter& args) {
   };
 
   PieceReduction reduction(args.dtype, args.op);
-  bool sendReady = false;
   // Step 0 sends this rank's own contribution straight from the input.
   const uint8_t* outgoing = args.input + blocks.begin(mod(me - 1, n)) * elem;
   for (int s = 0; s < n - 1; ++s) {
@@ -103,17 +99,12 @@ void ringReduceScatter(StepRunner& r, const RingReduceScatter& args) {
       if (off < sendCount) {
         const size_t bytes = std::min(piece, sendCount - off) * elem;
         step[k] = Transfer::send(right, outgoing + off * elem, bytes);
-        if (reduction.writes(outgoing + off * elem, bytes)) {
-          sendReady = false;
-          reduction.signal(&sendReady);
-          step[k].ready = &sendReady;
-        }
-        ++k;
+        step[k++].ready = reduction.readyFlag(outgoing + off * elem, bytes);
       }
       const size_t got = off < recvCount ? std::min(piece, recvCount - off) : 0;
       if (got > 0) step[k++] = Transfer::recv(left, incoming[landing], got * elem);
-      r.exchange(std::span<const Transfer>(step, k), reduction.pending() ? &reduction : nullptr);
-      reduction.finish();
+      r.exchange(std::span<const Transfer>(step, k), &reduction);
+      reduction.runRest();
       // mine OP theirs, written where the partial is kept: an in-place
       // input block is read before it is overwritten, never copied whole.
       if (got > 0) {
@@ -123,7 +114,7 @@ void ringReduceScatter(StepRunner& r, const RingReduceScatter& args) {
     }
     outgoing = partial;
   }
-  reduction.finish();
+  reduction.runRest();
   if (args.op == vigilAvg) reduce::divideInPlace(args.owned, blocks.size(me), args.dtype, n);
 }
 

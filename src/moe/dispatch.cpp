@@ -498,7 +498,7 @@ void exchangeRows(Communicator& comm, const DispatchPlan& plan, void* workspace)
   describeReceives(messages, plan, packer);
   std::vector<OpDesc>& ops = messages.ops(packer.ready());
   if (!ops.empty()) comm.runPointToPoint(ops, {}, &packer);
-  while (packer.pending()) packer.runOne();  // what the transfers did not wait for
+  packer.runRest();
 }
 
 }  // namespace

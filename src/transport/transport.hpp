@@ -86,6 +86,10 @@ class ExchangeWork {
   virtual ~ExchangeWork() = default;
   virtual bool pending() const = 0;
   virtual void runOne() = 0;
+  // What the transfers did not wait for: the caller's, after the exchange.
+  void runRest() {
+    while (pending()) runOne();
+  }
 };
 
 // Why an exchange stopped early. The communicator turns it into an Error
