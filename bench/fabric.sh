@@ -145,9 +145,10 @@ run_lib() {  # run_lib LIB PLACEMENT BAND
 }
 
 # ucx_perftest between the hosts: tag_bw per size (its default window of
-# outstanding sends, and one send at a time), one direction and both at once (two pairs, host 0 to
-# host 1 and back, at the same time: what a collective of two ranks does,
-# each rank sending and receiving), and tag_lat at 8 B.
+# outstanding sends, and one send at a time), one direction and both at
+# once (two pairs, host 0 to host 1 and back, at the same time: what a
+# collective of two ranks does, each rank sending and receiving), and
+# tag_lat at 8 B.
 perftest_server() {  # perftest_server HOST PORT OUT: starts a server and waits (bounded) until it listens
   host_spawn "$1" "$3" 120 env "UCX_TLS=$TLS" "${EXTRA_ENV[@]}" "$PERFTEST" -p "$2"
   local deadline=$((SECONDS + 20))

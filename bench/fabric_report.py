@@ -7,11 +7,11 @@ and for broadcast (between two ranks: one direction, root to the other rank)
 against ucx_perftest's one-direction tag_bw at the same size: with its
 default window of outstanding sends (a stream), and with one send at a time
 (-O 1: what a blocking call can reach, each message waiting for the
-previous one to complete). The other
-collectives load both directions at once; ucx_perftest's figure with both
-directions loaded (two client/server pairs at once) is listed beside them,
-but on a machine whose cores the emulated hosts share, its four spinning
-processes make it no limit: the ratio is left out there.
+previous one to complete). The other collectives load both directions at
+once; ucx_perftest's figure with both directions loaded (two client/server
+pairs at once) is listed beside them, but on a machine whose cores the
+emulated hosts share, its four spinning processes make it no limit: the
+ratio is left out there.
 """
 
 import json
