@@ -218,6 +218,50 @@ VIGIL_API vigilResult_t vigilRecv(void* recvbuff, size_t count, vigilDataType_t 
 VIGIL_API vigilResult_t vigilGroupStart(void);
 VIGIL_API vigilResult_t vigilGroupEnd(void);
 
+/* ---- Symmetric memory (see docs/symmetric.md) ---------------------------- */
+/* Every rank of a communicator holds a copy of each symmetric allocation, at
+   the same offset of its part of the heap (VIGIL_SYMMETRIC_HEAP bytes per
+   rank). A symmetric address is an address inside the calling rank's copy;
+   the one-sided calls name a peer and act on that peer's copy. */
+
+typedef enum VIGIL_ENUM_INT { vigilSignalSet = 0, vigilSignalAdd = 1 } vigilSignalOp_t;
+typedef enum VIGIL_ENUM_INT {
+  vigilCmpEq = 0,
+  vigilCmpNe = 1,
+  vigilCmpGt = 2,
+  vigilCmpGe = 3,
+  vigilCmpLt = 4,
+  vigilCmpLe = 5
+} vigilCmpOp_t;
+
+/* Collective: every rank passes the same size (else VG-SYM-001 on every rank,
+   nothing allocated). The memory reads as zero. bytes 0 gives NULL. */
+VIGIL_API vigilResult_t vigilMemAlloc(vigilComm_t comm, size_t bytes, void** ptr);
+/* Collective: every rank frees the same allocation (NULL everywhere: nothing). */
+VIGIL_API vigilResult_t vigilMemFree(vigilComm_t comm, void* ptr);
+/* A load/store pointer to peer's copy of the symmetric address ptr; the peer
+   must run on this host (else VG-SYM-004). */
+VIGIL_API vigilResult_t vigilMemPeerPtr(vigilComm_t comm, const void* ptr, int peer, void** peerPtr);
+/* dest (put) / source (get) / signal: symmetric addresses; the other buffer is
+   local memory. Complete when the call (or, on a stream, its turn) returns. */
+VIGIL_API vigilResult_t vigilPut(void* dest, const void* source, size_t bytes, int peer, vigilComm_t comm,
+                                 vigilStream_t stream);
+VIGIL_API vigilResult_t vigilGet(void* dest, const void* source, size_t bytes, int peer, vigilComm_t comm,
+                                 vigilStream_t stream);
+/* The data, then peer's copy of *signal set to / increased by value: whoever
+   sees the signal sees the data. */
+VIGIL_API vigilResult_t vigilPutSignal(void* dest, const void* source, size_t bytes, uint64_t* signal, uint64_t value,
+                                       vigilSignalOp_t sigOp, int peer, vigilComm_t comm, vigilStream_t stream);
+/* Waits until this rank's *signal compares true against value; *observed (may
+   be NULL) gets what it held. fromPeer: the rank expected to signal (its death
+   ends the wait with its error, a timeout names it), or -1 for any rank. */
+VIGIL_API vigilResult_t vigilSignalWaitUntil(uint64_t* signal, vigilCmpOp_t cmp, uint64_t value, int fromPeer,
+                                             uint64_t* observed, vigilComm_t comm, vigilStream_t stream);
+VIGIL_API vigilResult_t vigilFence(vigilComm_t comm, vigilStream_t stream); /* orders this rank's puts */
+VIGIL_API vigilResult_t vigilQuiet(vigilComm_t comm, vigilStream_t stream); /* completes this rank's puts */
+/* Every rank's one-sided calls before it are complete and visible to every rank after it. */
+VIGIL_API vigilResult_t vigilBarrierAll(vigilComm_t comm, vigilStream_t stream);
+
 /* ---- MoE dispatch / combine (see docs/moe.md) --------------------------- */
 
 typedef struct vigilMoeHandle* vigilMoeHandle_t; /* routing produced by dispatch, consumed by combine */

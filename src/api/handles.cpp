@@ -53,6 +53,7 @@ std::shared_ptr<Communicator> retire(vigilComm_t comm) {
   acquire(comm);  // validates the handle
   std::shared_ptr<Communicator> impl = comm->impl.exchange(nullptr);
   comm->magic.store(vigilComm::kDead, std::memory_order_release);
+  comm->heap.store(nullptr);  // a call still inside the heap keeps it (and the communicator) alive
   return impl;
 }
 

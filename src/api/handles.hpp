@@ -10,12 +10,16 @@
 
 #include "comm/communicator.hpp"
 #include "runtime/stream.hpp"
+#include "symm/heap.hpp"
 
 struct vigilComm {
   static constexpr uint64_t kLive = 0x5649474c434f4d4dULL;  // "VIGLCOMM"
   static constexpr uint64_t kDead = 0x44454144434f4d4dULL;  // "DEADCOMM"
   std::atomic<uint64_t> magic{kLive};
   std::atomic<std::shared_ptr<vigil::Communicator>> impl;
+  // Made by the first vigilMemAlloc; dropped when the communicator is retired.
+  std::mutex heapMutex;
+  std::atomic<std::shared_ptr<vigil::SymmetricHeap>> heap;
 };
 
 struct vigilStream {

@@ -492,4 +492,38 @@ void Communicator::failOp(const ExchangeFault& f) {
   throw poisonWith(e, false);
 }
 
+Error Communicator::peerLostError(int peer, const std::string& label) const {
+  OpState op;
+  op.label = label;
+  return faults_.peerGone(peer, control_.peer(peer), op);
+}
+
+Error Communicator::stoppedError(const std::string& label) const {
+  const State s = state_.load();
+  if (s == State::Aborted || s == State::Destroyed) {
+    const std::string how = s == State::Aborted ? "aborted (" + abortReason() + ")" : "destroyed";
+    return error(Errc::CommAborted).op(label).cause("the communicator was ", how, " while this call waited").build();
+  }
+  if (std::optional<Error> stored = asyncError()) return *stored;
+  if (auto failed = control_.firstFailure()) return peerLostError(failed->first, label);
+  return error(Errc::CommAborted).op(label).build();
+}
+
+uint64_t Communicator::addWaker(std::function<void()> wake) {
+  std::lock_guard lock(wakersMutex_);
+  wakers_.emplace_back(nextWaker_, std::move(wake));
+  return nextWaker_++;
+}
+
+void Communicator::removeWaker(uint64_t id) {
+  std::lock_guard lock(wakersMutex_);
+  std::erase_if(wakers_, [id](const auto& w) { return w.first == id; });
+}
+
+void Communicator::wakeWaiters() {
+  transport_->wakeWaiters();
+  std::lock_guard lock(wakersMutex_);
+  for (const auto& w : wakers_) w.second();
+}
+
 }  // namespace vigil

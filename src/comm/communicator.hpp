@@ -8,6 +8,7 @@
 // order (as with NCCL); abort() may be called from any thread at any time.
 
 #include <atomic>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -126,6 +127,24 @@ class Communicator : public algo::LoadStoreRunner, public algo::HierarchicalRunn
   // RmaWindow::flush: this rank's puts and gets complete, as an operation.
   void flushRma();
 
+  // ---- Waits outside an operation (symmetric memory: symm/) ----
+  // Readable for good once the communicator is aborted, destroyed or broken.
+  int stopFd() const { return control_.fatalFd(); }
+  // Readable when some peer's state changed; clear it before reading the states.
+  int peerEventFd() const { return control_.peerChangeFd(); }
+  void clearPeerEvents() const { control_.clearPeerChange(); }
+  bool peerIsAlive(int peer) const { return peerAlive(peer); }
+  // What `label` reports when `peer` is gone: the error a collective would give.
+  Error peerLostError(int peer, const std::string& label) const;
+  // What `label` reports once stopFd() fired (abort, destroy, an earlier failure).
+  Error stoppedError(const std::string& label) const;
+  // `wake` runs on the control thread whenever stopFd() or peerEventFd()
+  // fires (waits that sleep on something other than the transport); remove
+  // it before what it wakes goes away.
+  uint64_t addWaker(std::function<void()> wake);
+  void removeWaker(uint64_t id);
+  const std::vector<PeerInfo>& peerInfo() const { return peers_; }
+
   ErrorBuilder error(Errc errc) const { return ErrorBuilder(errc).rank(rank_, nranks_).comm(name_); }
   // The transport ("shm" or "tcp") and the algorithm of the last collective.
   const char* transportName() const { return transport_->name(); }
@@ -165,6 +184,7 @@ class Communicator : public algo::LoadStoreRunner, public algo::HierarchicalRunn
   void onStall() override;
   bool peerAlive(int peer) const override;
 
+  void wakeWaiters();  // the control thread's wake hook: the transport's sleepers, then addWaker's
   void runCollective(const OpDesc& op);
   size_t opBytes(const OpDesc& op) const;
   void runPointToPointBatch(std::span<const OpDesc> ops, ExchangeWork* work = nullptr);
@@ -230,6 +250,9 @@ class Communicator : public algo::LoadStoreRunner, public algo::HierarchicalRunn
   mutable std::mutex errorMutex_;
   std::optional<Error> fatal_;      // first error that broke the communicator
   std::optional<Error> lastCause_;  // last peer-loss error, for our goodbye
+  std::mutex wakersMutex_;           // taken on faults only, never on an op's path
+  std::vector<std::pair<uint64_t, std::function<void()>>> wakers_;
+  uint64_t nextWaker_ = 1;
 };
 
 }  // namespace vigil

@@ -61,7 +61,6 @@ std::shared_ptr<Communicator> Communicator::assemble(int rank, int nranks, const
   TransportSetup setup{
       .rank = rank, .nranks = nranks, .peers = peers, .token = token, .dataFds = mesh.data, .deadline = deadline};
   std::unique_ptr<Transport> transport = connectTransport(config.transport, setup);
-  Transport* const wake = transport.get();
 
   std::shared_ptr<Communicator> comm(new Communicator(rank, nranks, config, std::move(name), token, std::move(peers),
                                                       std::move(mesh.control), std::move(transport)));
@@ -79,7 +78,7 @@ std::shared_ptr<Communicator> Communicator::assemble(int rank, int nranks, const
   comm->control_.setFingerprintMismatchHandler(
       [self](const FrameHeader& mine, const FrameHeader& theirs) { self->onNeighbourMismatch(mine, theirs); });
   comm->control_.setProgressProvider([self] { return self->progress(); });
-  comm->control_.setWakeHook([wake] { wake->wakeWaiters(); });
+  comm->control_.setWakeHook([self] { self->wakeWaiters(); });
   comm->control_.start();
   registerCommunicator(comm);
   comm->hier_ = Hierarchy::build(*comm, comm->peers_);

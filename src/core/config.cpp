@@ -53,6 +53,27 @@ PortRange parsePortRange(const char* text) {
   return {static_cast<uint16_t>(*lo), static_cast<uint16_t>(*hi)};
 }
 
+// "1073741824", "512M", "1G", "64k": 4 KiB to 1 TiB.
+size_t parseHeapBytes(const char* text) {
+  std::string_view v(text);
+  uint64_t unit = 1;
+  if (!v.empty()) {
+    switch (v.back()) {
+      case 'k': case 'K': unit = uint64_t{1} << 10; break;
+      case 'm': case 'M': unit = uint64_t{1} << 20; break;
+      case 'g': case 'G': unit = uint64_t{1} << 30; break;
+      default: break;
+    }
+    if (unit != 1) v.remove_suffix(1);
+  }
+  auto n = parseInt(v);
+  constexpr uint64_t kMax = uint64_t{1} << 40;
+  if (!n || *n <= 0 || static_cast<uint64_t>(*n) > kMax / unit || static_cast<uint64_t>(*n) * unit < 4096) {
+    raiseBadValue("VIGIL_SYMMETRIC_HEAP", text, "bytes per rank from 4096 to 1T, optionally with a K, M or G suffix (e.g. 2G)");
+  }
+  return static_cast<size_t>(static_cast<uint64_t>(*n) * unit);
+}
+
 }  // namespace
 
 const char* toString(LogLevel level) {
@@ -134,6 +155,7 @@ EnvConfig EnvConfig::parse(const std::function<const char*(const char*)>& lookup
     }
     cfg.flightRecorder = static_cast<int>(*n);
   }
+  if (const char* v = get("VIGIL_SYMMETRIC_HEAP")) cfg.symmetricHeapBytes = parseHeapBytes(v);
   if (const char* v = get("VIGIL_ALGO")) cfg.algoText = v;
   return cfg;
 }
@@ -146,7 +168,7 @@ std::string EnvConfig::describe() const {
              " VIGIL_NAN_CHECK=", nanCheck, " VIGIL_BUFFER_GUARD=", bufferGuard, " VIGIL_LOG=", toString(logLevel),
              " VIGIL_LOG_FILE=", logFile.empty() ? "stderr" : logFile,
              " VIGIL_DUMP_DIR=", dumpDir.empty() ? "(none)" : dumpDir, " VIGIL_FLIGHT_RECORDER=", flightRecorder,
-             " VIGIL_ALGO=", algoText.empty() ? "(table)" : algoText);
+             " VIGIL_SYMMETRIC_HEAP=", symmetricHeapBytes, " VIGIL_ALGO=", algoText.empty() ? "(table)" : algoText);
 }
 
 const EnvConfig& processConfig() {

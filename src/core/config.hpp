@@ -43,6 +43,9 @@ struct EnvConfig {
   std::string logFile;  // empty = stderr; %r = rank, %p = pid
   std::string dumpDir;
   int flightRecorder = 2048;
+  // Each rank's part of a communicator's symmetric heap (VIGIL_SYMMETRIC_HEAP:
+  // bytes, or with a K, M or G suffix). Address space only until allocated.
+  size_t symmetricHeapBytes = size_t{1} << 30;
   // VIGIL_ALGO as written. The algorithm table (algo/, above core) parses
   // and validates it when a communicator is created.
   std::string algoText;

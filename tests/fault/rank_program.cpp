@@ -6,6 +6,10 @@
 //   vigil-test-rank loop --iters N --count C [--no-destroy]
 //                   [--leave-rank R --leave-iter I --how destroy|exit|abort|kill|stop|stall [--leave-gate]]
 //   vigil-test-rank init-only
+//   vigil-test-rank symm --iters N --count C [--leave-rank R --leave-iter I --how kill|stop|destroy]
+//                   (a ring of put-signals on the symmetric heap: in iteration i each rank
+//                   puts C bytes and signal i+1 into its right neighbour's copy, then waits
+//                   for its left neighbour's; a FAIL line names the failed call)
 // (stall: the rank stays alive, running and handling signals, but calls nothing more.)
 //
 // Output protocol (stdout, one line each, flushed):
@@ -25,6 +29,7 @@
 #include <unistd.h>
 #include <vigil/vigil.h>
 
+#include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -148,6 +153,75 @@ int loop(const LoopOptions& o) {
   return vigilCommDestroy(comm) == vigilSuccess ? 0 : 6;
 }
 
+int symm(const LoopOptions& o) {
+  vigilComm_t comm = nullptr;
+  if (int code = initComm(&comm)) return code;
+  int rank = -1, n = 0;
+  if (vigilCommUserRank(comm, &rank) != vigilSuccess || vigilCommCount(comm, &n) != vigilSuccess) return 6;
+  const size_t bytes = static_cast<size_t>(o.count);
+  void* heap = nullptr;
+  if (vigilMemAlloc(comm, bytes + 8, &heap) != vigilSuccess) {
+    std::printf("FAIL iter=-1 rc=6 mono_ns=%lld call_ms=0 text=%s\n", monoNs(), vigilGetLastError(comm));
+    return 6;
+  }
+  auto* data = static_cast<uint8_t*>(heap);
+  auto* signal = reinterpret_cast<uint64_t*>(data + bytes);
+  std::vector<uint8_t> mine(bytes);
+  const int right = (rank + 1) % n, left = (rank + n - 1) % n;
+  for (long it = 0; it < o.iters; ++it) {
+    std::printf("iter %ld\n", it);
+    if (rank == o.leaveRank && it == o.leaveIter) {
+      std::printf("LEAVING iter=%ld how=%s\n", it, o.how.c_str());
+      std::fflush(stdout);
+      if (o.how == "destroy") {
+        vigilCommDestroy(comm);
+        std::exit(0);
+      }
+      if (o.how == "stop") {
+        raise(SIGSTOP);
+        std::exit(0);
+      }
+      raise(SIGKILL);
+    }
+    for (size_t k = 0; k < bytes; ++k) mine[k] = static_cast<uint8_t>(rank * 7 + it + k);
+    const long long t0 = monoNs();
+    vigilResult_t rc = vigilPutSignal(data, mine.data(), bytes, signal, static_cast<uint64_t>(it) + 1, vigilSignalSet,
+                                      right, comm, nullptr);
+    if (rc == vigilSuccess) {
+      rc = vigilSignalWaitUntil(signal, vigilCmpGe, static_cast<uint64_t>(it) + 1, left, nullptr, comm, nullptr);
+    }
+    const long long t1 = monoNs();
+    if (rc != vigilSuccess) {
+      std::printf("FAIL iter=%ld rc=%d mono_ns=%lld call_ms=%.3f text=%s\n", it, static_cast<int>(rc), t1,
+                  static_cast<double>(t1 - t0) / 1e6, vigilGetLastError(comm));
+      std::fflush(stdout);
+      vigilCommDestroy(comm);
+      return 3;
+    }
+    for (size_t k = 0; k < bytes; ++k) {
+      const auto expected = static_cast<uint8_t>(left * 7 + it + k);
+      if (data[k] != expected) {
+        std::printf("WRONG iter=%ld index=%zu got=%d expected=%d\n", it, k, data[k], expected);
+        std::fflush(stdout);
+        vigilCommDestroy(comm);
+        return 4;
+      }
+    }
+    // Everyone has read this iteration's data before anyone overwrites it.
+    if ((rc = vigilBarrierAll(comm, nullptr)) != vigilSuccess) {
+      std::printf("FAIL iter=%ld rc=%d mono_ns=%lld call_ms=0 text=%s\n", it, static_cast<int>(rc), monoNs(),
+                  vigilGetLastError(comm));
+      std::fflush(stdout);
+      vigilCommDestroy(comm);
+      return 3;
+    }
+  }
+  std::printf("DONE\n");
+  std::fflush(stdout);
+  vigilMemFree(comm, heap);
+  return vigilCommDestroy(comm) == vigilSuccess ? 0 : 6;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -158,7 +232,7 @@ int main(int argc, char** argv) {
     if (argc != 2) usage("init-only takes no options");
     return initOnly();
   }
-  if (mode != "loop") usage(("unknown mode '" + mode + "'").c_str());
+  if (mode != "loop" && mode != "symm") usage(("unknown mode '" + mode + "'").c_str());
   LoopOptions o;
   for (int i = 2; i < argc; ++i) {
     const std::string a = argv[i];
@@ -192,5 +266,5 @@ int main(int argc, char** argv) {
   if ((o.leaveRank >= 0) != (o.leaveIter >= 0) || (o.leaveRank >= 0) != !o.how.empty()) {
     usage("--leave-rank, --leave-iter and --how go together");
   }
-  return loop(o);
+  return mode == "symm" ? symm(o) : loop(o);
 }

@@ -18,6 +18,7 @@ LAYERS = [
     "control",    # the control plane
     "algo",       # collective algorithms over a step runner, the algorithm table
     "comm",       # the communicator, its flight recorder, fault reports, hierarchy
+    "symm",       # symmetric memory: the heap, one-sided calls
     "runtime",    # streams, events, groups
     "moe",        # MoE dispatch and combine
     "api",        # the C API

@@ -41,6 +41,7 @@ TEST(EnvConfig, DefaultsMatchTheApiContract) {
   EXPECT_FALSE(c.bufferGuard);
   EXPECT_EQ(c.logLevel, LogLevel::Warn);
   EXPECT_EQ(c.flightRecorder, 2048);
+  EXPECT_EQ(c.symmetricHeapBytes, size_t{1} << 30);
 }
 
 TEST(EnvConfig, ValidValuesAreTaken) {
@@ -55,7 +56,8 @@ TEST(EnvConfig, ValidValuesAreTaken) {
                            {"VIGIL_LOG", "debug"},
                            {"VIGIL_LOG_FILE", "/tmp/vigil.%r.log"},
                            {"VIGIL_DUMP_DIR", "/tmp/dumps"},
-                           {"VIGIL_FLIGHT_RECORDER", "16"}});
+                           {"VIGIL_FLIGHT_RECORDER", "16"},
+                           {"VIGIL_SYMMETRIC_HEAP", "3G"}});
   EXPECT_EQ(c.timeoutMs, 2500);
   EXPECT_EQ(c.connectTimeoutMs, 700);
   EXPECT_EQ(c.portRange.lo, 29500);
@@ -69,6 +71,11 @@ TEST(EnvConfig, ValidValuesAreTaken) {
   EXPECT_EQ(c.logFile, "/tmp/vigil.%r.log");
   EXPECT_EQ(c.dumpDir, "/tmp/dumps");
   EXPECT_EQ(c.flightRecorder, 16);
+  EXPECT_EQ(c.symmetricHeapBytes, size_t{3} << 30);
+  for (auto [text, bytes] : {std::pair{"65536", size_t{65536}}, std::pair{"64k", size_t{64} << 10},
+                             std::pair{"512M", size_t{512} << 20}}) {
+    EXPECT_EQ(parseFrom({{"VIGIL_SYMMETRIC_HEAP", text}}).symmetricHeapBytes, bytes) << text;
+  }
   EXPECT_NE(c.describe().find("VIGIL_PORT_RANGE=29500-29599"), std::string::npos);
 }
 
@@ -93,6 +100,9 @@ TEST(EnvConfig, BadValuesNameVariableValueAndChoices) {
       {"VIGIL_BUFFER_GUARD", "true", "0 or 1"},
       {"VIGIL_LOG", "verbose", "error, warn, info, debug, trace"},
       {"VIGIL_FLIGHT_RECORDER", "-3", "from 0 to 1000000"},
+      {"VIGIL_SYMMETRIC_HEAP", "1T5", "from 4096 to 1T"},
+      {"VIGIL_SYMMETRIC_HEAP", "100", "from 4096 to 1T"},
+      {"VIGIL_SYMMETRIC_HEAP", "2048G", "from 4096 to 1T"},
   };
   for (const Case& c : cases) {
     std::string text = errorFor({{c.var, c.value}});
