@@ -233,6 +233,14 @@ class RankJob {
       struct sigaction dfl {};
       dfl.sa_handler = SIG_DFL;
       ::sigaction(SIGPIPE, &dfl, nullptr);  // this process ignores it; ranks get the default
+      // A process group of its own. Ranks that a test stops (SIGSTOP) must
+      // stay stopped until it kills them, and in an orphaned process group
+      // (a test run from a daemon, ctest in the background) the kernel sends
+      // SIGHUP to the whole group whenever any member exits while one is
+      // stopped: a neighbouring test's exit would kill the stopped rank.
+      // Here the group's parent, this test, is in another group of the same
+      // session, so the group is not orphaned.
+      ::setpgid(0, 0);
       ::execve(argv[0], argv.data(), envp.data());
       static const char msg[] = "test_process_faults: execve of the rank program failed\n";
       ssize_t ignored = ::write(2, msg, sizeof msg - 1);
