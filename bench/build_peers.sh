@@ -25,7 +25,7 @@ build() {
     return 0
   fi
   if [ $FORCE -eq 0 ] && [ -x "$out" ] && [ "$out" -nt "$src" ] && [ "$out" -nt "$COMMON" ] &&
-     [ "$out" -nt bench/common/moe_exchange.hpp ] &&
+     [ "$out" -nt bench/common/moe_exchange.hpp ] && [ "$out" -nt bench/common/symm_driver.hpp ] &&
      [ "$out" -nt "$0" ]; then
     echo "  $name is up to date"
     return 0
@@ -42,6 +42,8 @@ build mpi_perf_openmpi bench/peers/mpi_perf.cpp mpicxx.openmpi -DMPI_PERF_LIB='"
 build mpi_perf_mpich bench/peers/mpi_perf.cpp mpicxx.mpich -DMPI_PERF_LIB='"mpich"' -DMPICH_SKIP_MPICXX
 build mpi_moe_openmpi bench/peers/mpi_moe.cpp mpicxx.openmpi -DMPI_PERF_LIB='"openmpi"' -DOMPI_SKIP_MPICXX
 build mpi_moe_mpich bench/peers/mpi_moe.cpp mpicxx.mpich -DMPI_PERF_LIB='"mpich"' -DMPICH_SKIP_MPICXX
+# OpenSHMEM (Open MPI's oshmem, in libopenmpi-dev) for the symmetric-memory benchmark.
+build shmem_perf bench/peers/shmem_perf.cpp oshc++ -Ibench/common
 if [ -f /usr/include/gloo/allreduce.h ]; then
   # libgloo.so carries its own dependencies (ibverbs, hiredis) as NEEDED.
   build gloo_perf bench/peers/gloo_perf.cpp g++ -lgloo -pthread

@@ -261,6 +261,28 @@ VIGIL_API vigilResult_t vigilFence(vigilComm_t comm, vigilStream_t stream); /* o
 VIGIL_API vigilResult_t vigilQuiet(vigilComm_t comm, vigilStream_t stream); /* completes this rank's puts */
 /* Every rank's one-sided calls before it are complete and visible to every rank after it. */
 VIGIL_API vigilResult_t vigilBarrierAll(vigilComm_t comm, vigilStream_t stream);
+/* vigilAllReduce with both buffers symmetric (in place allowed), ranks of one
+   host: each rank reduces its slice straight from every rank's copy and writes
+   it into every rank's recvbuff (one pass over memory; the same bits as
+   vigilAllReduce). Different arguments on two ranks: VG-SYM-001 on both. */
+VIGIL_API vigilResult_t vigilAllReduceSymmetric(const void* sendbuff, void* recvbuff, size_t count,
+                                                vigilDataType_t datatype, vigilRedOp_t op, vigilComm_t comm,
+                                                vigilStream_t stream);
+/* Tensor-parallel GEMM kernels (row-major, vigilFloat32 or vigilFloat64,
+   ranks of one host; the GEMMs are OpenBLAS's, loaded on first use, else
+   VG-SYM-008). Collective: every rank passes the same rows, k, n and type.
+   AllGather-GEMM: out[(nranks*rows) x n] = allgather(x) @ w, where x
+   (symmetric, rows x k) is this rank's block of rows and w (k x n) local;
+   peers' blocks are multiplied straight from their copies. */
+VIGIL_API vigilResult_t vigilAllGatherGemm(const void* x, const void* w, void* out, size_t rows, size_t k, size_t n,
+                                           vigilDataType_t datatype, vigilComm_t comm, vigilStream_t stream);
+/* GEMM-ReduceScatter: out[rows x n] = this rank's block of rows of the sum
+   over ranks of a[(nranks*rows) x k] @ w[k x n] (a, w, out local), summed in
+   rank order. workspace: symmetric, nranks*rows*n elements, takes this
+   rank's partial product; peers reduce their blocks straight from it. */
+VIGIL_API vigilResult_t vigilGemmReduceScatter(const void* a, const void* w, void* out, void* workspace, size_t rows,
+                                               size_t k, size_t n, vigilDataType_t datatype, vigilComm_t comm,
+                                               vigilStream_t stream);
 
 /* ---- MoE dispatch / combine (see docs/moe.md) --------------------------- */
 

@@ -1,11 +1,10 @@
 // The C API of symmetric memory: argument plumbing around symm/heap.hpp.
 //
-// The heap is made by a communicator's first vigilMemAlloc (collective, as
-// the allocation is) and lives in the handle until the communicator is
-// destroyed or aborted. Without a stream a call blocks; with one it is
-// queued, and what it finds wrong is returned by vigilStreamSynchronize.
-
-#include <mutex>
+// The heap is made by a communicator's first vigilMemAlloc (or
+// vigilBarrierAll; collective, as they are) and lives as long as the
+// communicator: a call holds the communicator, and with it the heap, until
+// it returns. Without a stream a call blocks; with one it is queued, and what
+// it finds wrong is returned by vigilStreamSynchronize.
 
 #include "api/handles.hpp"
 #include "runtime/stream.hpp"
@@ -16,37 +15,48 @@ using namespace vigil;
 
 namespace {
 
-std::shared_ptr<SymmetricHeap> heapOf(vigilComm_t comm, const char* call, bool create) {
-  std::shared_ptr<Communicator> c = api::acquire(comm);
-  if (std::shared_ptr<SymmetricHeap> heap = comm->heap.load()) return heap;
+SymmetricHeap& heapOf(Communicator& c, const char* call, bool create) {
+  if (SymmetricHeap* heap = SymmetricHeap::of(c, false)) return *heap;
   if (!create) {
-    c->error(Errc::SymBadAddress)
+    c.error(Errc::SymBadAddress)
         .op(call)
-        .cause("communicator '", c->name(), "' has no symmetric allocation (vigilMemAlloc was not called on it)")
+        .cause("communicator '", c.name(), "' has no symmetric allocation (vigilMemAlloc was not called on it)")
         .raise();
   }
-  c->checkUsable();
-  std::lock_guard lock(comm->heapMutex);
-  std::shared_ptr<SymmetricHeap> heap = comm->heap.load();
-  if (!heap) {
-    heap = std::make_shared<SymmetricHeap>(c);
-    comm->heap.store(heap);
-  }
-  return heap;
+  c.checkUsable();
+  return *SymmetricHeap::of(c, true);
 }
 
-// Runs `body(heap)` now, or queued on `stream`.
-// `collective`: the call may make the heap (every rank makes it).
+// Runs `body(heap)` now, or queued on `stream`. `collective`: the call may
+// make the heap (every rank makes it).
 template <class Body>
 vigilResult_t oneSided(vigilComm_t comm, vigilStream_t stream, const char* call, Body&& body, bool collective = false) {
   return api::guarded(comm, [&] {
-    std::shared_ptr<SymmetricHeap> heap = heapOf(comm, call, collective);
-    std::shared_ptr<Stream> s = api::streamOf(stream);
-    if (!s) {
-      body(*heap);
+    if (stream == nullptr) {
+      body(heapOf(api::borrow(comm), call, collective));
     } else {
-      heap->comm().checkUsable();
-      s->enqueue([heap, body] { body(*heap); });
+      std::shared_ptr<Communicator> c = api::acquire(comm);
+      SymmetricHeap& heap = heapOf(*c, call, collective);
+      std::shared_ptr<Stream> s = api::streamOf(stream);
+      c->checkUsable();
+      s->enqueue([c, heap = &heap, body] { body(*heap); });
+    }
+  });
+}
+
+// Without a heap there is no put to order or complete (and none is made:
+// these calls are not collective).
+template <class Body>
+vigilResult_t ordering(vigilComm_t comm, vigilStream_t stream, Body&& body) {
+  return api::guarded(comm, [&] {
+    std::shared_ptr<Communicator> c = api::acquire(comm);
+    c->checkUsable();
+    if (SymmetricHeap* heap = SymmetricHeap::of(*c, false)) {
+      if (std::shared_ptr<Stream> s = api::streamOf(stream)) {
+        s->enqueue([c, heap, body] { body(*heap); });
+      } else {
+        body(*heap);
+      }
     }
   });
 }
@@ -59,17 +69,19 @@ vigilResult_t vigilMemAlloc(vigilComm_t comm, size_t bytes, void** ptr) {
   return api::guarded(comm, [&] {
     if (ptr == nullptr) ErrorBuilder(Errc::ApiNullArgument).op("vigilMemAlloc").cause("ptr is NULL").raise();
     *ptr = nullptr;
-    std::shared_ptr<SymmetricHeap> heap = heapOf(comm, "vigilMemAlloc", true);
-    heap->comm().checkUsable();
-    *ptr = heap->alloc(bytes);
+    std::shared_ptr<Communicator> c = api::acquire(comm);
+    SymmetricHeap& heap = heapOf(*c, "vigilMemAlloc", true);
+    c->checkUsable();
+    *ptr = heap.alloc(bytes);
   });
 }
 
 vigilResult_t vigilMemFree(vigilComm_t comm, void* ptr) {
   return api::guarded(comm, [&] {
-    std::shared_ptr<SymmetricHeap> heap = heapOf(comm, "vigilMemFree", ptr == nullptr);
-    heap->comm().checkUsable();
-    heap->free(ptr);
+    std::shared_ptr<Communicator> c = api::acquire(comm);
+    SymmetricHeap& heap = heapOf(*c, "vigilMemFree", ptr == nullptr);
+    c->checkUsable();
+    heap.free(ptr);
   });
 }
 
@@ -77,7 +89,8 @@ vigilResult_t vigilMemPeerPtr(vigilComm_t comm, const void* ptr, int peer, void*
   return api::guarded(comm, [&] {
     if (peerPtr == nullptr) ErrorBuilder(Errc::ApiNullArgument).op("vigilMemPeerPtr").cause("peerPtr is NULL").raise();
     *peerPtr = nullptr;
-    *peerPtr = heapOf(comm, "vigilMemPeerPtr", false)->peerPtr(ptr, peer);
+    std::shared_ptr<Communicator> c = api::acquire(comm);
+    *peerPtr = heapOf(*c, "vigilMemPeerPtr", false).peerPtr(ptr, peer);
   });
 }
 
@@ -108,24 +121,34 @@ vigilResult_t vigilSignalWaitUntil(uint64_t* signal, vigilCmpOp_t cmp, uint64_t 
   });
 }
 
-// Without a heap there is no put to order or complete (and no heap is made:
-// these calls are not collective).
 vigilResult_t vigilFence(vigilComm_t comm, vigilStream_t stream) {
-  if (vigilComm* c = comm; c != nullptr && c->magic.load() == vigilComm::kLive && !c->heap.load()) {
-    return api::guarded(comm, [&] { api::acquire(comm)->checkUsable(); });
-  }
-  return oneSided(comm, stream, "vigilFence", [](SymmetricHeap& heap) { heap.fence(); });
+  return ordering(comm, stream, [](SymmetricHeap& heap) { heap.fence(); });
 }
 
 vigilResult_t vigilQuiet(vigilComm_t comm, vigilStream_t stream) {
-  if (vigilComm* c = comm; c != nullptr && c->magic.load() == vigilComm::kLive && !c->heap.load()) {
-    return api::guarded(comm, [&] { api::acquire(comm)->checkUsable(); });
-  }
-  return oneSided(comm, stream, "vigilQuiet", [](SymmetricHeap& heap) { heap.quiet(); });
+  return ordering(comm, stream, [](SymmetricHeap& heap) { heap.quiet(); });
 }
 
 vigilResult_t vigilBarrierAll(vigilComm_t comm, vigilStream_t stream) {
   return oneSided(comm, stream, "vigilBarrierAll", [](SymmetricHeap& heap) { heap.barrierAll(); }, true);
+}
+
+vigilResult_t vigilAllReduceSymmetric(const void* sendbuff, void* recvbuff, size_t count, vigilDataType_t datatype,
+                                      vigilRedOp_t op, vigilComm_t comm, vigilStream_t stream) {
+  return oneSided(comm, stream, "vigilAllReduceSymmetric",
+                  [=](SymmetricHeap& heap) { heap.allReduce(sendbuff, recvbuff, count, datatype, op); });
+}
+
+vigilResult_t vigilAllGatherGemm(const void* x, const void* w, void* out, size_t rows, size_t k, size_t n,
+                                 vigilDataType_t datatype, vigilComm_t comm, vigilStream_t stream) {
+  return oneSided(comm, stream, "vigilAllGatherGemm",
+                  [=](SymmetricHeap& heap) { heap.allGatherGemm(x, w, out, rows, k, n, datatype); });
+}
+
+vigilResult_t vigilGemmReduceScatter(const void* a, const void* w, void* out, void* workspace, size_t rows, size_t k,
+                                     size_t n, vigilDataType_t datatype, vigilComm_t comm, vigilStream_t stream) {
+  return oneSided(comm, stream, "vigilGemmReduceScatter",
+                  [=](SymmetricHeap& heap) { heap.gemmReduceScatter(a, w, out, workspace, rows, k, n, datatype); });
 }
 
 }  // extern "C"

@@ -23,7 +23,26 @@ Shells& shells() {
 // strings handed out stay valid until that error is replaced.
 thread_local std::unordered_map<const void*, Error> lastErrors;
 
+// borrow()'s cache: the last communicator this thread borrowed, kept alive.
+struct Borrowed {
+  vigilComm_t handle = nullptr;
+  std::shared_ptr<Communicator> comm;
+};
+thread_local Borrowed borrowed;
+
 }  // namespace
+
+Communicator& borrow(vigilComm_t comm) {
+  // A handle never changes communicator: once live it only dies (retire).
+  if (comm == borrowed.handle && comm != nullptr &&
+      comm->magic.load(std::memory_order_acquire) == vigilComm::kLive) {
+    return *borrowed.comm;
+  }
+  std::shared_ptr<Communicator> c = acquire(comm);
+  borrowed.comm = std::move(c);
+  borrowed.handle = comm;
+  return *borrowed.comm;
+}
 
 vigilComm_t makeHandle(std::shared_ptr<Communicator> comm) {
   std::lock_guard lock(shells().mutex);
@@ -51,9 +70,9 @@ std::shared_ptr<Communicator> acquire(vigilComm_t comm) {
 
 std::shared_ptr<Communicator> retire(vigilComm_t comm) {
   acquire(comm);  // validates the handle
+  if (borrowed.handle == comm) borrowed = Borrowed{};
   std::shared_ptr<Communicator> impl = comm->impl.exchange(nullptr);
   comm->magic.store(vigilComm::kDead, std::memory_order_release);
-  comm->heap.store(nullptr);  // a call still inside the heap keeps it (and the communicator) alive
   return impl;
 }
 

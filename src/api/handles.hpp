@@ -10,16 +10,12 @@
 
 #include "comm/communicator.hpp"
 #include "runtime/stream.hpp"
-#include "symm/heap.hpp"
 
 struct vigilComm {
   static constexpr uint64_t kLive = 0x5649474c434f4d4dULL;  // "VIGLCOMM"
   static constexpr uint64_t kDead = 0x44454144434f4d4dULL;  // "DEADCOMM"
   std::atomic<uint64_t> magic{kLive};
   std::atomic<std::shared_ptr<vigil::Communicator>> impl;
-  // Made by the first vigilMemAlloc; dropped when the communicator is retired.
-  std::mutex heapMutex;
-  std::atomic<std::shared_ptr<vigil::SymmetricHeap>> heap;
 };
 
 struct vigilStream {
@@ -45,6 +41,10 @@ vigilEvent& eventOf(vigilEvent_t event);
 vigilComm_t makeHandle(std::shared_ptr<Communicator> comm);
 // The live communicator behind a handle; throws VG-API-013 / VG-API-007.
 std::shared_ptr<Communicator> acquire(vigilComm_t comm);
+// acquire() for the hot paths: no reference count moves when this thread
+// borrowed the same live handle last. The communicator stays alive until
+// this thread borrows another one, retires this one, or exits.
+Communicator& borrow(vigilComm_t comm);
 // Detaches the communicator from its handle (destroy/abort); null if already dead.
 std::shared_ptr<Communicator> retire(vigilComm_t comm);
 

@@ -520,6 +520,15 @@ void Communicator::removeWaker(uint64_t id) {
   std::erase_if(wakers_, [id](const auto& w) { return w.first == id; });
 }
 
+Communicator::Extension* Communicator::installExtension(const std::function<std::unique_ptr<Extension>()>& make) {
+  std::lock_guard lock(extensionMutex_);
+  if (!extensionOwner_) {
+    extensionOwner_ = make();
+    extension_.store(extensionOwner_.get(), std::memory_order_release);
+  }
+  return extensionOwner_.get();
+}
+
 void Communicator::wakeWaiters() {
   transport_->wakeWaiters();
   std::lock_guard lock(wakersMutex_);

@@ -145,6 +145,18 @@ class Communicator : public algo::LoadStoreRunner, public algo::HierarchicalRunn
   void removeWaker(uint64_t id);
   const std::vector<PeerInfo>& peerInfo() const { return peers_; }
 
+  // What a layer above keeps per communicator (the symmetric heap, symm/):
+  // made once, destroyed with the communicator (so a call that holds the
+  // communicator also keeps it), found without a lock.
+  class Extension {
+   public:
+    virtual ~Extension() = default;
+  };
+  Extension* extension() const { return extension_.load(std::memory_order_acquire); }
+  // Installs make()'s result unless one is installed (make then is not
+  // called); returns the installed one. make() may throw.
+  Extension* installExtension(const std::function<std::unique_ptr<Extension>()>& make);
+
   ErrorBuilder error(Errc errc) const { return ErrorBuilder(errc).rank(rank_, nranks_).comm(name_); }
   // The transport ("shm" or "tcp") and the algorithm of the last collective.
   const char* transportName() const { return transport_->name(); }
@@ -253,6 +265,10 @@ class Communicator : public algo::LoadStoreRunner, public algo::HierarchicalRunn
   std::mutex wakersMutex_;           // taken on faults only, never on an op's path
   std::vector<std::pair<uint64_t, std::function<void()>>> wakers_;
   uint64_t nextWaker_ = 1;
+  // Last: destroyed first, while everything it uses (wakers) still exists.
+  std::mutex extensionMutex_;
+  std::unique_ptr<Extension> extensionOwner_;
+  std::atomic<Extension*> extension_{nullptr};
 };
 
 }  // namespace vigil

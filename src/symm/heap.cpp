@@ -43,10 +43,16 @@ struct alignas(kLine) Status {
   std::atomic<uint64_t> calls{0};  // one-sided calls completed
 };
 
-// Per local rank: its doorbell, its barrier counter, its status; each on its own line.
+// Per local rank: its doorbell, its barrier line, its status; each on its own line.
 struct RankLines {
   shm::Doorbell bell;
+  // (barrier number << 4) | kind, and what the rank runs at that barrier
+  // (by the number's parity: a peer is at most one barrier ahead).
   alignas(kLine) std::atomic<uint64_t> barrier{0};
+  std::atomic<uint64_t> fingerprint[2] = {0, 0};
+  std::atomic<uint64_t> count[2] = {0, 0};
+  // A kernel's progress: (barrier number of its entry << 20) | pieces done.
+  std::atomic<uint64_t> progress{0};
   Status status;
 };
 static_assert(sizeof(RankLines) == 3 * kLine);
@@ -67,6 +73,19 @@ inline void cpuRelax() {
 #endif
 }
 
+// A full fence. ThreadSanitizer does not model std::atomic_thread_fence (GCC
+// rejects it under -fsanitize=thread), so its build takes a sequentially
+// consistent read-modify-write instead, which it does model; on x86 the
+// locked instruction is the fence the plain build emits.
+inline void fullFence() {
+#if defined(__SANITIZE_THREAD__)
+  static std::atomic<uint32_t> order{0};
+  order.fetch_add(1, std::memory_order_seq_cst);
+#else
+  std::atomic_thread_fence(std::memory_order_seq_cst);
+#endif
+}
+
 constexpr int kYields = 16;
 constexpr int64_t kSleepCapNs = 100'000'000;  // a sleep re-checks the clock at least this often
 
@@ -79,9 +98,29 @@ const char* callName(uint32_t call) {
     case 5: return "vigilPutSignal";
     case 6: return "vigilSignalWaitUntil";
     case 7: return "vigilBarrierAll";
+    case 8: return "vigilAllReduceSymmetric";
+    case 9: return "vigilAllGatherGemm";
+    case 10: return "vigilGemmReduceScatter";
     default: return "no one-sided call";
   }
 }
+
+}  // namespace
+
+const char* SymmetricHeap::barrierName(BarrierKind kind) {
+  switch (kind) {
+    case BarrierKind::BarrierAll: return "vigilBarrierAll";
+    case BarrierKind::AllReduceEntry: return "vigilAllReduceSymmetric (its entry barrier)";
+    case BarrierKind::AllReduceExit: return "vigilAllReduceSymmetric (its exit barrier)";
+    case BarrierKind::AllGatherGemmEntry: return "vigilAllGatherGemm (its entry)";
+    case BarrierKind::AllGatherGemmExit: return "vigilAllGatherGemm (its exit barrier)";
+    case BarrierKind::GemmReduceScatterEntry: return "vigilGemmReduceScatter (its entry)";
+    case BarrierKind::GemmReduceScatterExit: return "vigilGemmReduceScatter (its exit barrier)";
+  }
+  return "another call";
+}
+
+namespace {
 
 const char* cmpText(CmpOp cmp) {
   switch (cmp) {
@@ -129,8 +168,13 @@ void SymmetricHeap::allgather(const void* mine, void* all, size_t bytes) {
   comm_->run(OpDesc{.kind = OpKind::AllGather, .send = mine, .recv = all, .count = bytes, .dtype = vigilUint8});
 }
 
-SymmetricHeap::SymmetricHeap(std::shared_ptr<Communicator> comm)
-    : comm_(std::move(comm)), rank_(comm_->rank()), nranks_(comm_->nranks()) {
+SymmetricHeap* SymmetricHeap::of(Communicator& comm, bool create) {
+  if (Communicator::Extension* e = comm.extension()) return static_cast<SymmetricHeap*>(e);
+  if (!create) return nullptr;
+  return static_cast<SymmetricHeap*>(comm.installExtension([&] { return std::make_unique<SymmetricHeap>(comm); }));
+}
+
+SymmetricHeap::SymmetricHeap(Communicator& comm) : comm_(&comm), rank_(comm.rank()), nranks_(comm.nranks()) {
   const std::vector<PeerInfo>& peers = comm_->peerInfo();
   localIndex_.assign(static_cast<size_t>(nranks_), -1);
   for (int r = 0; r < nranks_; ++r) {
@@ -221,8 +265,7 @@ SymmetricHeap::SymmetricHeap(std::shared_ptr<Communicator> comm)
         auto* h = new (base_) symm::Header{symm::kMagic, nlocal, heapBytes_};
         lines_ = reinterpret_cast<RankLines*>(base_ + sizeof(symm::Header));
         for (size_t i = 0; i < nlocal; ++i) new (&lines_[i]) RankLines();
-        std::atomic_thread_fence(std::memory_order_release);
-        (void)h;
+        (void)h;  // the allgather below publishes the lines to the other ranks
       }
     }
   }
@@ -381,6 +424,7 @@ void SymmetricHeap::free(void* ptr) {
   if (mine == kNull) return;
   const size_t at = static_cast<size_t>(mine);
   const Allocation a = live_.at(at);
+  lastFound_ = nullptr;
   live_.erase(at);
   const size_t align = a.bytes < symm::kPage ? symm::kLine : symm::kPage;
   const size_t rounded = symm::roundUp(a.bytes, align);
@@ -415,6 +459,10 @@ void SymmetricHeap::free(void* ptr) {
 const SymmetricHeap::Allocation& SymmetricHeap::locate(const char* call, const void* p, size_t bytes,
                                                        const char* what) const {
   const auto* q = static_cast<const uint8_t*>(p);
+  if (const Allocation* a = lastFound_) {  // calls mostly repeat their allocations
+    const size_t off = static_cast<size_t>(q - mine_);
+    if (q >= mine_ && off >= a->offset && off < a->offset + a->bytes && bytes <= a->offset + a->bytes - off) return *a;
+  }
   if (q == nullptr) {
     comm_->error(Errc::ApiNullArgument).op(call).cause(what, " is NULL").raise();
   }
@@ -429,6 +477,7 @@ const SymmetricHeap::Allocation& SymmetricHeap::locate(const char* call, const v
         .raise();
   }
   const Allocation& a = std::prev(it)->second;
+  lastFound_ = &a;
   const size_t offset = static_cast<size_t>(q - mine_) - a.offset;
   if (bytes > a.bytes - offset) {
     comm_->error(Errc::SymBadAddress)
@@ -542,11 +591,11 @@ void SymmetricHeap::putSignal(void* dest, const void* source, size_t bytes, uint
 void SymmetricHeap::fence() {
   // Puts inside a host are complete when they return; this orders this
   // thread's stores for the other ranks' loads all the same.
-  std::atomic_thread_fence(std::memory_order_seq_cst);
+  fullFence();
 }
 
 void SymmetricHeap::quiet() {
-  std::atomic_thread_fence(std::memory_order_seq_cst);
+  fullFence();
 }
 
 template <class Ready, class Lagging, class Describe>
@@ -571,7 +620,7 @@ void SymmetricHeap::waitFor(const char* call, Ready&& ready, Lagging&& lagging, 
     const uint32_t armed = bell.seq.load(std::memory_order_seq_cst);
     bell.sleepers.fetch_add(1, std::memory_order_seq_cst);
     Sleeper sleeper{bell};
-    std::atomic_thread_fence(std::memory_order_seq_cst);  // then ready()'s load: a notifier sees us or we see it
+    fullFence();  // then ready()'s load: a notifier sees us or we see it
     if (ready()) return;
     pollfd pfds[2] = {{comm_->stopFd(), POLLIN, 0}, {comm_->peerEventFd(), POLLIN, 0}};
     ::poll(pfds, 2, 0);
@@ -631,6 +680,9 @@ std::string SymmetricHeap::describeRank(int r) const {
     case Call::Barrier: what = cat(callName(call), " number ", value); break;
     case Call::Alloc: what = cat(callName(call), " of ", value, " bytes"); break;
     case Call::Free: what = callName(call); break;
+    case Call::AllReduce: what = cat(callName(call), " of ", value, " elements"); break;
+    case Call::AllGatherGemm:
+    case Call::GemmReduceScatter: what = cat(callName(call), " of ", value, " rows per rank"); break;
     case Call::None: break;
   }
   if (what.empty()) return cat(who, " has made no one-sided call on this heap");
@@ -685,43 +737,118 @@ uint64_t SymmetricHeap::waitUntil(uint64_t* signal, CmpOp cmp, uint64_t value, i
 
 void SymmetricHeap::barrierAll() {
   constexpr const char* kCall = "vigilBarrierAll";
-  const uint64_t epoch = ++barrierEpoch_;
-  begin(Call::Barrier, -1, 0, epoch);
-  if (!allLocal_) {
-    // Ranks on several hosts: the communicator's barrier (every put here is complete already).
-    try {
-      comm_->run(OpDesc{.kind = OpKind::Barrier});
-    } catch (...) {
-      end();
-      throw;
-    }
-    end();
-    return;
-  }
-  const int me = localIndex_[static_cast<size_t>(rank_)];
-  lines_[me].barrier.store(epoch, std::memory_order_seq_cst);
-  for (size_t i = 0; i < localRanks_.size(); ++i) {
-    if (static_cast<int>(i) != me) notify(static_cast<int>(i));
-  }
-  size_t next = 0;  // ranks before it have arrived
-  auto ready = [&] {
-    while (next < localRanks_.size() && lines_[next].barrier.load(std::memory_order_acquire) >= epoch) ++next;
-    return next == localRanks_.size();
-  };
-  auto lagging = [&] {
-    std::vector<int> late;
-    for (size_t i = 0; i < localRanks_.size(); ++i) {
-      if (lines_[i].barrier.load(std::memory_order_acquire) < epoch) late.push_back(localRanks_[i]);
-    }
-    return late;
-  };
+  begin(Call::Barrier, -1, 0, barrierEpoch_ + 1);
   try {
-    waitFor(kCall, ready, lagging, [&] { return cat("for every rank to reach barrier number ", epoch); });
+    if (allLocal_) {
+      localBarrier(kCall, BarrierKind::BarrierAll, 0, 0);
+    } else {
+      // Ranks on several hosts: the communicator's barrier (every put here is complete already).
+      ++barrierEpoch_;
+      comm_->run(OpDesc{.kind = OpKind::Barrier});
+    }
   } catch (...) {
     end();
     throw;
   }
   end();
+}
+
+// A barrier word is (barrier number << 4) | the kind of call, and beside it
+// the call's fingerprint (a kernel's arguments): a rank that reaches barrier e
+// in another call, or with other arguments, is a mismatch that both see.
+uint64_t SymmetricHeap::arrive(BarrierKind kind, uint64_t fingerprint, uint64_t count) {
+  const uint64_t epoch = ++barrierEpoch_;
+  RankLines& mine = lines_[localIndex_[static_cast<size_t>(rank_)]];
+  mine.fingerprint[epoch & 1].store(fingerprint, std::memory_order_relaxed);
+  mine.count[epoch & 1].store(count, std::memory_order_relaxed);
+  mine.barrier.store(epoch << 4 | static_cast<uint64_t>(kind), std::memory_order_seq_cst);
+  const int me = localIndex_[static_cast<size_t>(rank_)];
+  for (size_t i = 0; i < localRanks_.size(); ++i) {
+    if (static_cast<int>(i) != me) notify(static_cast<int>(i));
+  }
+  return epoch;
+}
+
+bool SymmetricHeap::runsOther(size_t index, uint64_t epoch, BarrierKind kind, uint64_t fingerprint) const {
+  const uint64_t w = lines_[index].barrier.load(std::memory_order_acquire);
+  return ((w >> 4) == epoch && (w & 15) != static_cast<uint64_t>(kind)) ||
+         lines_[index].fingerprint[epoch & 1].load(std::memory_order_relaxed) != fingerprint;
+}
+
+void SymmetricHeap::raiseMismatch(const char* call, uint64_t epoch, BarrierKind kind, uint64_t count, size_t index,
+                                  const char* unwritten) const {
+  const int r = localRanks_[index];
+  const uint64_t w = lines_[index].barrier.load(std::memory_order_acquire);
+  const bool sameCall = (w >> 4) > epoch || (w & 15) == static_cast<uint64_t>(kind);
+  ErrorBuilder b = comm_->error(Errc::SymMismatch);
+  b.op(call).peer(r);
+  if (sameCall) {
+    const char* unit = kind == BarrierKind::AllReduceEntry || kind == BarrierKind::AllReduceExit
+                           ? " elements"
+                           : " rows per rank";
+    b.cause("this rank runs ", call, " of ", count, unit, " and rank ", r, " runs it with other arguments (",
+            lines_[index].count[epoch & 1].load(std::memory_order_relaxed), unit,
+            ", or another data type, reduction or shape); ", unwritten);
+  } else {
+    b.cause("this rank reached barrier number ", epoch, " in ", call, " and rank ", r, " reached it in ",
+            barrierName(static_cast<BarrierKind>((w >> 4) == epoch ? (w & 15) : 0)),
+            "; every rank must make the same sequence of collective symmetric calls");
+  }
+  b.raise();
+}
+
+void SymmetricHeap::awaitArrival(const char* call, uint64_t epoch, BarrierKind kind, uint64_t fingerprint,
+                                 uint64_t count, size_t index, const char* unwritten) {
+  auto ready = [&] { return (lines_[index].barrier.load(std::memory_order_acquire) >> 4) >= epoch; };
+  auto lagging = [&] { return std::vector<int>{localRanks_[index]}; };
+  waitFor(call, ready, lagging, [&] { return cat("for rank ", localRanks_[index], " to enter ", call); });
+  if (runsOther(index, epoch, kind, fingerprint)) raiseMismatch(call, epoch, kind, count, index, unwritten);
+}
+
+void SymmetricHeap::awaitProgress(const char* call, uint64_t epoch, size_t index, uint64_t pieces,
+                                  const char* what) {
+  const uint64_t target = epoch << 20 | pieces;
+  auto ready = [&] { return lines_[index].progress.load(std::memory_order_acquire) >= target; };
+  auto lagging = [&] { return std::vector<int>{localRanks_[index]}; };
+  waitFor(call, ready, lagging, [&] { return cat("for rank ", localRanks_[index], " to finish ", what); });
+}
+
+void SymmetricHeap::publishProgress(uint64_t epoch, uint64_t pieces) {
+  const int me = localIndex_[static_cast<size_t>(rank_)];
+  lines_[me].progress.store(epoch << 20 | pieces, std::memory_order_seq_cst);
+  for (size_t i = 0; i < localRanks_.size(); ++i) {
+    if (static_cast<int>(i) != me) notify(static_cast<int>(i));
+  }
+}
+
+void SymmetricHeap::localBarrier(const char* call, BarrierKind kind, uint64_t fingerprint, uint64_t count) {
+  const uint64_t epoch = arrive(kind, fingerprint, count);
+  size_t next = 0;  // ranks before it have arrived
+  int other = -1;   // a local index at this barrier in another call
+  auto ready = [&] {
+    while (next < localRanks_.size()) {
+      if ((lines_[next].barrier.load(std::memory_order_acquire) >> 4) < epoch) return false;
+      if (other < 0 && runsOther(next, epoch, kind, fingerprint)) other = static_cast<int>(next);
+      ++next;
+    }
+    return true;
+  };
+  auto lagging = [&] {
+    std::vector<int> late;
+    for (size_t i = 0; i < localRanks_.size(); ++i) {
+      if ((lines_[i].barrier.load(std::memory_order_acquire) >> 4) < epoch) late.push_back(localRanks_[i]);
+    }
+    return late;
+  };
+  waitFor(call, ready, lagging, [&] { return cat("for every rank to reach barrier number ", epoch); });
+  if (other >= 0) raiseMismatch(call, epoch, kind, count, static_cast<size_t>(other), "nothing was written");
+}
+
+void SymmetricHeap::requireAllLocal(const char* call) const {
+  if (allLocal_) return;
+  for (int r = 0; r < nranks_; ++r) {
+    if (localIndex_[static_cast<size_t>(r)] < 0) (void)partOf(call, r);  // raises VG-SYM-004 naming it
+  }
 }
 
 }  // namespace vigil

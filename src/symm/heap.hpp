@@ -21,12 +21,14 @@
 // peer's error, the abort, or VG-SYM-005 after the communicator's timeout
 // naming the rank it waited for and what that rank was doing.
 //
-// One thread at a time per heap (as for a communicator's operations); the
-// heap keeps its communicator alive and must be dropped before it is freed.
+// One thread at a time per heap (as for a communicator's operations). The
+// heap is its communicator's extension: it lives and dies with it.
 
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
+#include <functional>
+#include <initializer_list>
 #include <map>
 #include <memory>
 #include <span>
@@ -42,14 +44,23 @@ enum class CmpOp : int { Eq = 0, Ne = 1, Gt = 2, Ge = 3, Lt = 4, Le = 5 };
 
 namespace symm {
 struct RankLines;
-}
 
-class SymmetricHeap {
+// What a kernel's ranks must agree on, hashed (FNV-1a over the values).
+inline uint64_t fingerprintOf(std::initializer_list<uint64_t> values) {
+  uint64_t h = 0xcbf29ce484222325ULL;
+  for (uint64_t v : values) h = (h ^ v) * 0x100000001b3ULL;
+  return h;
+}
+}  // namespace symm
+
+class SymmetricHeap : public Communicator::Extension {
  public:
   // Collective over `comm`: the lowest rank of each host creates the host's
   // segment, the others map it. Fails on every rank or on none.
-  explicit SymmetricHeap(std::shared_ptr<Communicator> comm);
-  ~SymmetricHeap();
+  explicit SymmetricHeap(Communicator& comm);
+  ~SymmetricHeap() override;
+  // `comm`'s heap, made (collectively) if `create`; else null when it has none.
+  static SymmetricHeap* of(Communicator& comm, bool create);
   SymmetricHeap(const SymmetricHeap&) = delete;
   SymmetricHeap& operator=(const SymmetricHeap&) = delete;
 
@@ -75,13 +86,35 @@ class SymmetricHeap {
   void quiet();
   void barrierAll();
 
+  // ---- Kernels on symmetric buffers (symm/allreduce.cpp) ----
+  // Allreduce of `count` elements from every rank's `send` into every rank's
+  // `recv` (symmetric addresses; in place allowed): rank q reduces slice q
+  // straight from every rank's copy, in rank order (the bits of vigil's
+  // allreduce), and writes it into every rank's `recv`. Ranks of one host.
+  void allReduce(const void* send, void* recv, size_t count, vigilDataType_t dtype, vigilRedOp_t op);
+
+  // ---- GEMM kernels (symm/gemm.cpp), row-major, float32 or float64 ----
+  // out[(nranks * rows) x n] = allgather(x)[(nranks * rows) x k] @ w[k x n]:
+  // `x` (symmetric, rows x k) is this rank's block of rows; a peer's block is
+  // multiplied straight from its copy as soon as the peer has entered.
+  void allGatherGemm(const void* x, const void* w, void* out, size_t rows, size_t k, size_t n, vigilDataType_t dtype);
+  // out[rows x n] = this rank's block of rows of sum over ranks of
+  // a_r[(nranks * rows) x k] @ w_r[k x n]. `workspace` (symmetric, nranks *
+  // rows x n) takes this rank's partial product, block by block; the owner
+  // of a block reduces it from every rank's copy, in rank order, as soon as
+  // the ranks have computed it.
+  void gemmReduceScatter(const void* a, const void* w, void* out, void* workspace, size_t rows, size_t k, size_t n,
+                         vigilDataType_t dtype);
+
  private:
   struct Allocation {
     size_t offset;
     size_t bytes;  // as asked
     uint64_t id;   // 1 for the first vigilMemAlloc, ...
   };
-  enum class Call : uint32_t { None, Alloc, Free, Put, Get, PutSignal, Wait, Barrier };
+  enum class Call : uint32_t {
+    None, Alloc, Free, Put, Get, PutSignal, Wait, Barrier, AllReduce, AllGatherGemm, GemmReduceScatter
+  };
 
   // The allocation holding [p, p + bytes) of this rank's copy, or an error naming the overrun.
   const Allocation& locate(const char* call, const void* p, size_t bytes, const char* what) const;
@@ -90,6 +123,46 @@ class SymmetricHeap {
   void begin(Call call, int peer, size_t offset, uint64_t value) const;
   void end() const;
   void notify(int localPeer) const;
+  // The barrier among this host's ranks (every rank of the communicator on it).
+  // What a rank runs when it reaches a barrier (4 bits of its barrier word).
+  enum class BarrierKind : uint8_t {
+    BarrierAll = 1,
+    AllReduceEntry = 2,
+    AllReduceExit = 3,
+    AllGatherGemmEntry = 4,
+    AllGatherGemmExit = 5,
+    GemmReduceScatterEntry = 6,
+    GemmReduceScatterExit = 7,
+  };
+  static const char* barrierName(BarrierKind kind);
+  // Every rank at this barrier must be in the same kind of call with the same
+  // fingerprint (a kernel's arguments; `count` names them), else VG-SYM-001.
+  void localBarrier(const char* call, BarrierKind kind, uint64_t fingerprint, uint64_t count);
+  // The halves of a barrier, for kernels that start on a peer's data as soon
+  // as that peer arrives: arrive() announces this rank and returns the
+  // barrier's number; awaitArrival() waits for the rank at local `index` and
+  // checks that it runs the same (VG-SYM-001, `unwritten` saying what that
+  // leaves unwritten).
+  uint64_t arrive(BarrierKind kind, uint64_t fingerprint, uint64_t count);
+  void awaitArrival(const char* call, uint64_t epoch, BarrierKind kind, uint64_t fingerprint, uint64_t count,
+                    size_t index, const char* unwritten);
+  bool runsOther(size_t index, uint64_t epoch, BarrierKind kind, uint64_t fingerprint) const;
+  [[noreturn]] void raiseMismatch(const char* call, uint64_t epoch, BarrierKind kind, uint64_t count, size_t index,
+                                  const char* unwritten) const;
+  // A kernel's pieces: the rank publishes how many it has done since the
+  // barrier `epoch`; a peer waits for a count of them.
+  void publishProgress(uint64_t epoch, uint64_t pieces);
+  void awaitProgress(const char* call, uint64_t epoch, size_t index, uint64_t pieces, const char* what);
+  // Reduces `count` elements at offset `at` of every local rank's part, in
+  // rank order (vigilAvg divided at the end), in cache-sized chunks, into
+  // `out`, or into scratch_ when `out` is null; `sink` (if any) gets each
+  // chunk with its byte offset and size as soon as it is reduced
+  // (symm/allreduce.cpp).
+  using ChunkSink = std::function<void(const uint8_t* chunk, size_t at, size_t bytes)>;
+  void reduceParts(size_t at, size_t count, vigilDataType_t dtype, vigilRedOp_t op, void* out,
+                   const ChunkSink& sink = {});
+  uint8_t* part(int localIndex) const;  // local rank's part of the segment
+  void requireAllLocal(const char* call) const;
   // Waits until ready(); `lagging()` names the ranks still waited for.
   template <class Ready, class Lagging, class Describe>
   void waitFor(const char* call, Ready&& ready, Lagging&& lagging, Describe&& describe);
@@ -97,7 +170,7 @@ class SymmetricHeap {
   std::string describeAllocation(const Allocation& a) const;
   void allgather(const void* mine, void* all, size_t bytes);
 
-  const std::shared_ptr<Communicator> comm_;
+  Communicator* const comm_;
   const int rank_;
   const int nranks_;
   std::vector<int> localIndex_;  // by rank: index on this host, or -1
@@ -116,6 +189,8 @@ class SymmetricHeap {
   uint64_t allocCalls_ = 0;
   std::map<size_t, size_t> free_;          // offset -> bytes (rounded)
   std::map<size_t, Allocation> live_;      // offset -> allocation
+  std::vector<uint8_t> scratch_;           // kernels' chunk buffer
+  mutable const Allocation* lastFound_ = nullptr;  // locate()'s last answer (cleared by free)
 };
 
 }  // namespace vigil

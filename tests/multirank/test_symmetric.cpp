@@ -5,10 +5,13 @@
 // a timeout naming the peer, a peer that left, or an abort.
 #include <dirent.h>
 #include <gtest/gtest.h>
+#include <sys/syscall.h>
+#include <unistd.h>
 
 #include <atomic>
 #include <cstdlib>
 #include <cstring>
+#include <fstream>
 #include <string>
 #include <thread>
 #include <vector>
@@ -342,6 +345,15 @@ TEST(Symmetric, PeerThatLeavesEndsTheWait) {
   });
 }
 
+// True when the kernel reports thread `tid` of this process asleep (state S).
+bool threadSleeps(pid_t tid) {
+  std::ifstream stat("/proc/self/task/" + std::to_string(tid) + "/stat");
+  std::string line;
+  std::getline(stat, line);
+  const size_t close = line.rfind(')');  // the name may hold spaces; the state follows it
+  return close != std::string::npos && close + 2 < line.size() && line[close + 2] == 'S';
+}
+
 // vigilCommAbort from another thread ends a wait at once; the peer waiting
 // on the aborted rank hears of it.
 TEST(Symmetric, AbortFromAnotherThreadEndsTheWait) {
@@ -359,15 +371,17 @@ TEST(Symmetric, AbortFromAnotherThreadEndsTheWait) {
       EXPECT_TRUE(contains(text, "test stops the wait")) << text;
       return;
     }
-    std::atomic<bool> waiting{false};
+    std::atomic<pid_t> waiterTid{0};
     vigilResult_t rc = vigilSuccess;
     std::string text;
     std::thread waiter([&] {
-      waiting = true;
+      waiterTid = static_cast<pid_t>(::syscall(SYS_gettid));
       rc = vigilSignalWaitUntil(sig, vigilCmpEq, 7, 1, nullptr, comm, nullptr);
       text = vigilGetLastError(comm);
     });
-    while (!waiting) std::this_thread::yield();
+    // Abort only once the waiter sleeps inside the wait: before the call it
+    // never blocks, so state S in /proc means it is in the wait's sleep.
+    while (waiterTid == 0 || !threadSleeps(waiterTid)) std::this_thread::yield();
     EXPECT_EQ(vigilCommAbortWithReason(comm, "test stops the wait"), vigilSuccess);
     waiter.join();
     EXPECT_EQ(rc, vigilAborted) << text;
@@ -419,6 +433,76 @@ TEST(Symmetric, BarrierAllOrdersRounds) {
       OK(vigilBarrierAll(comm, nullptr), comm);
     }
     OK(vigilMemFree(comm, p), comm);
+  });
+}
+
+// The symmetric allreduce gives the bits of vigilAllReduce: every dtype and
+// reduction, odd rank counts, in place, sizes around the chunk and slice edges.
+class SymmetricAllReduce : public ::testing::TestWithParam<int> {};
+
+TEST_P(SymmetricAllReduce, SameBitsAsVigilAllReduce) {
+  const int n = GetParam();
+  runRanks(n, [n](int rank, vigilComm_t& comm) {
+    struct Case {
+      vigilDataType_t dtype;
+      vigilRedOp_t op;
+      size_t elem;
+    };
+    const Case cases[] = {{vigilFloat32, vigilSum, 4}, {vigilFloat16, vigilAvg, 2}, {vigilBfloat16, vigilMax, 2},
+                          {vigilInt32, vigilProd, 4}, {vigilFloat64, vigilMin, 8}, {vigilInt64, vigilAvg, 8}};
+    for (size_t count : {size_t{1}, size_t{7}, size_t{16385}, size_t{300001}}) {
+      for (const Case& c : cases) {
+        const size_t bytes = count * c.elem;
+        void* send = nullptr;
+        void* recv = nullptr;
+        OK(vigilMemAlloc(comm, bytes, &send), comm);
+        OK(vigilMemAlloc(comm, bytes, &recv), comm);
+        // Values whose sums round differently in another order.
+        auto* in = static_cast<uint8_t*>(send);
+        for (size_t i = 0; i < bytes; ++i) in[i] = static_cast<uint8_t>((i * 2654435761u + static_cast<size_t>(rank) * 97) >> 7);
+        if (c.dtype == vigilFloat32 || c.dtype == vigilFloat64 || c.dtype == vigilFloat16 || c.dtype == vigilBfloat16) {
+          // Keep floats finite: clear the exponent's top bit of every element.
+          for (size_t i = 0; i < count; ++i) in[i * c.elem + c.elem - 1] &= 0x3f;
+        }
+        std::vector<uint8_t> input(in, in + bytes), expected(bytes);
+        OK(vigilAllReduce(input.data(), expected.data(), count, c.dtype, c.op, comm, nullptr), comm);
+        OK(vigilAllReduceSymmetric(send, recv, count, c.dtype, c.op, comm, nullptr), comm);
+        ASSERT_EQ(std::memcmp(recv, expected.data(), bytes), 0) << "dtype " << c.dtype << " op " << c.op << " count " << count;
+        ASSERT_EQ(std::memcmp(send, input.data(), bytes), 0) << "the input changed";
+        // In place.
+        OK(vigilAllReduceSymmetric(send, send, count, c.dtype, c.op, comm, nullptr), comm);
+        ASSERT_EQ(std::memcmp(send, expected.data(), bytes), 0) << "in place, dtype " << c.dtype << " count " << count;
+        OK(vigilMemFree(comm, recv), comm);
+        OK(vigilMemFree(comm, send), comm);
+      }
+    }
+    (void)n;
+  });
+}
+
+INSTANTIATE_TEST_SUITE_P(Ranks, SymmetricAllReduce, ::testing::Values(1, 2, 3, 5));
+
+TEST(Symmetric, AllReduceWithDifferentArgumentsFailsEveryRank) {
+  runRanks(3, [](int rank, vigilComm_t& comm) {
+    void* buf = nullptr;
+    OK(vigilMemAlloc(comm, 4096, &buf), comm);
+    EXPECT_EQ(vigilAllReduceSymmetric(buf, buf, rank == 1 ? 100 : 200, vigilFloat32, vigilSum, comm, nullptr),
+              vigilMismatch);
+    std::string text = vigilGetLastError(comm);
+    EXPECT_TRUE(contains(text, "VG-SYM-001")) << text;
+    EXPECT_TRUE(contains(text, rank == 1 ? "rank 0 runs it with other arguments (200 elements"
+                                         : "rank 1 runs it with other arguments (100 elements"))
+        << text;
+    // Rank 2 calls vigilBarrierAll where the others run the allreduce: all three hear of it.
+    const vigilResult_t rc = rank == 2 ? vigilBarrierAll(comm, nullptr)
+                                       : vigilAllReduceSymmetric(buf, buf, 10, vigilFloat32, vigilSum, comm, nullptr);
+    EXPECT_EQ(rc, vigilMismatch);
+    text = vigilGetLastError(comm);
+    EXPECT_TRUE(contains(text, "VG-SYM-001")) << text;
+    EXPECT_TRUE(contains(text, rank == 2 ? "and rank 0 reached it in vigilAllReduceSymmetric (its entry barrier)"
+                                         : "and rank 2 reached it in vigilBarrierAll;"))
+        << text;
+    OK(vigilMemFree(comm, buf), comm);
   });
 }
 
