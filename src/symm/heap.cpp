@@ -3,9 +3,11 @@
 
 #include <fcntl.h>
 #include <linux/falloc.h>
+#include <linux/membarrier.h>
 #include <poll.h>
 #include <sched.h>
 #include <sys/mman.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -84,6 +86,38 @@ inline void fullFence() {
 #else
   std::atomic_thread_fence(std::memory_order_seq_cst);
 #endif
+}
+
+// Light signals. A signal or barrier store followed by the check for a
+// sleeping peer is Dekker's pattern: it needs a store-load fence, and on x86
+// a sequentially consistent store (xchg) stalls until the line arrives from
+// the peer that spins on it, 0.15 µs of a 0.4 µs one-way latency here. The
+// fence is moved to the side that is about to sleep (rare, and slow anyway):
+// it calls membarrier(MEMBARRIER_CMD_GLOBAL_EXPEDITED), which runs a full
+// fence on every CPU that runs a registered process, so either the sleeper
+// sees the signal or the signaller sees the sleeper. A process whose
+// registration failed stores with seq_cst as before; sleepers issue the
+// membarrier whenever the kernel has it. ThreadSanitizer builds keep the
+// seq_cst stores (it does not know membarrier).
+struct LightSignals {
+  bool sleeperBarrier = false;  // GLOBAL_EXPEDITED is there: sleepers call it
+  bool lightStores = false;     // this process is registered: its stores may be release stores
+};
+
+const LightSignals& lightSignals() {
+  static const LightSignals modes = [] {
+    LightSignals m;
+#if !defined(__SANITIZE_THREAD__)
+    const long cmds = ::syscall(__NR_membarrier, MEMBARRIER_CMD_QUERY, 0, 0);
+    if (cmds > 0 && (cmds & MEMBARRIER_CMD_GLOBAL_EXPEDITED) != 0) {
+      m.sleeperBarrier = true;
+      m.lightStores = (cmds & MEMBARRIER_CMD_REGISTER_GLOBAL_EXPEDITED) != 0 &&
+                      ::syscall(__NR_membarrier, MEMBARRIER_CMD_REGISTER_GLOBAL_EXPEDITED, 0, 0) == 0;
+    }
+#endif
+    return m;
+  }();
+  return modes;
 }
 
 constexpr int kYields = 16;
@@ -191,6 +225,8 @@ SymmetricHeap::SymmetricHeap(Communicator& comm) : comm_(&comm), rank_(comm.rank
   segmentBytes_ = heapsAt_ + nlocal * heapBytes_;
   const unsigned cores = std::max(1u, std::thread::hardware_concurrency());
   spin_ = nlocal <= cores ? 1000 : 16;
+  sleeperBarrier_ = lightSignals().sleeperBarrier;
+  lightStores_ = lightSignals().lightStores;
 
   std::vector<SetupRecord> all(static_cast<size_t>(nranks_));
   SetupRecord mine;
@@ -534,9 +570,20 @@ void SymmetricHeap::end() const {
   s.calls.store(s.calls.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
 }
 
+template <class Word>
+void SymmetricHeap::publish(Word&& word, uint64_t value) const {
+  if (lightStores_) {
+    word.store(value, std::memory_order_release);
+    asm volatile("" ::: "memory");  // the caller's notify() loads after it, in program order
+  } else {
+    word.store(value, std::memory_order_seq_cst);
+  }
+}
+
 void SymmetricHeap::notify(int localPeer) const {
-  // The caller's store is seq_cst-ordered before this load; a waiter raises
-  // `sleepers` before its last look (see waitFor), so one of the two sees the other.
+  // The caller's store (publish) precedes this load; a waiter raises
+  // `sleepers` and fences both sides (see waitFor) before its last look, so
+  // one of the two sees the other.
   shm::Doorbell& bell = lines_[localPeer].bell;
   if (bell.sleepers.load(std::memory_order_seq_cst) != 0) bell.ring();
 }
@@ -580,7 +627,7 @@ void SymmetricHeap::putSignal(void* dest, const void* source, size_t bytes, uint
   if (bytes > 0) std::memcpy(part + (static_cast<uint8_t*>(dest) - mine_), source, bytes);
   std::atomic_ref<uint64_t> sig(*reinterpret_cast<uint64_t*>(part + sigOffset));
   if (op == SignalOp::Set) {
-    sig.store(value, std::memory_order_seq_cst);
+    publish(sig, value);
   } else {
     sig.fetch_add(value, std::memory_order_seq_cst);
   }
@@ -620,7 +667,12 @@ void SymmetricHeap::waitFor(const char* call, Ready&& ready, Lagging&& lagging, 
     const uint32_t armed = bell.seq.load(std::memory_order_seq_cst);
     bell.sleepers.fetch_add(1, std::memory_order_seq_cst);
     Sleeper sleeper{bell};
-    fullFence();  // then ready()'s load: a notifier sees us or we see it
+    // Then ready()'s load: a notifier sees us or we see it (lightSignals()).
+    if (sleeperBarrier_) {
+      ::syscall(__NR_membarrier, MEMBARRIER_CMD_GLOBAL_EXPEDITED, 0, 0);
+    } else {
+      fullFence();
+    }
     if (ready()) return;
     pollfd pfds[2] = {{comm_->stopFd(), POLLIN, 0}, {comm_->peerEventFd(), POLLIN, 0}};
     ::poll(pfds, 2, 0);
@@ -761,7 +813,7 @@ uint64_t SymmetricHeap::arrive(BarrierKind kind, uint64_t fingerprint, uint64_t 
   RankLines& mine = lines_[localIndex_[static_cast<size_t>(rank_)]];
   mine.fingerprint[epoch & 1].store(fingerprint, std::memory_order_relaxed);
   mine.count[epoch & 1].store(count, std::memory_order_relaxed);
-  mine.barrier.store(epoch << 4 | static_cast<uint64_t>(kind), std::memory_order_seq_cst);
+  publish(mine.barrier, epoch << 4 | static_cast<uint64_t>(kind));
   const int me = localIndex_[static_cast<size_t>(rank_)];
   for (size_t i = 0; i < localRanks_.size(); ++i) {
     if (static_cast<int>(i) != me) notify(static_cast<int>(i));
@@ -815,7 +867,7 @@ void SymmetricHeap::awaitProgress(const char* call, uint64_t epoch, size_t index
 
 void SymmetricHeap::publishProgress(uint64_t epoch, uint64_t pieces) {
   const int me = localIndex_[static_cast<size_t>(rank_)];
-  lines_[me].progress.store(epoch << 20 | pieces, std::memory_order_seq_cst);
+  publish(lines_[me].progress, epoch << 20 | pieces);
   for (size_t i = 0; i < localRanks_.size(); ++i) {
     if (static_cast<int>(i) != me) notify(static_cast<int>(i));
   }

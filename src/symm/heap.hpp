@@ -123,6 +123,10 @@ class SymmetricHeap : public Communicator::Extension {
   void begin(Call call, int peer, size_t offset, uint64_t value) const;
   void end() const;
   void notify(int localPeer) const;
+  // Stores a signal or barrier word that a peer may sleep on; notify() next.
+  // (std::atomic<uint64_t>& or std::atomic_ref<uint64_t>)
+  template <class Word>
+  void publish(Word&& word, uint64_t value) const;
   // The barrier among this host's ranks (every rank of the communicator on it).
   // What a rank runs when it reaches a barrier (4 bits of its barrier word).
   enum class BarrierKind : uint8_t {
@@ -184,6 +188,8 @@ class SymmetricHeap : public Communicator::Extension {
   uint8_t* mine_ = nullptr;  // this rank's part
   symm::RankLines* lines_ = nullptr;  // by local index
   int spin_ = 16;
+  bool sleeperBarrier_ = false;  // see lightSignals() in heap.cpp
+  bool lightStores_ = false;
   uint64_t waker_ = 0;
   uint64_t barrierEpoch_ = 0;
   uint64_t allocCalls_ = 0;
