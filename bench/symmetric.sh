@@ -58,18 +58,25 @@ for line in sys.stdin:
     print(json.dumps(r))' "$1" "$2" >>"$RAW"
 }
 
+# A program's output goes to a file and is tagged after it exits: a reader
+# started beside it (python) would take a core from the pinned ranks.
+OUTPUT=$(mktemp)
+trap 'rm -f "$OUTPUT"' EXIT
 # vigil: rank r on core r.
 PIN='exec taskset -c "$VIGIL_LOCAL_RANK" "$0" "$@"'
 for r in $(seq 1 "$ROUNDS"); do
   echo "== round $r/$ROUNDS: vigil" >&2
-  "$BUILD/vigil-run" -n 2 --timeout 600 sh -c "$PIN" "$BUILD/bench/vigil-bench-symmetric" --repeats "$REPEATS" | tag vigil "$r"
+  "$BUILD/vigil-run" -n 2 --timeout 600 sh -c "$PIN" "$BUILD/bench/vigil-bench-symmetric" --repeats "$REPEATS" >"$OUTPUT"
+  tag vigil "$r" <"$OUTPUT"
   echo "== round $r/$ROUNDS: OpenSHMEM (oshrun, sshmem mmap, UCX_TLS=sm,self)" >&2
-  { oshrun --allow-run-as-root -np 2 --bind-to core --mca sshmem mmap -x UCX_TLS=sm,self \
-      "$REPO/build-bench/shmem_perf" --repeats "$REPEATS" 2>/dev/null || true; } | tag openshmem "$r"
+  oshrun --allow-run-as-root -np 2 --bind-to core --mca sshmem mmap -x UCX_TLS=sm,self \
+    "$REPO/build-bench/shmem_perf" --repeats "$REPEATS" >"$OUTPUT" 2>/dev/null || true
+  tag openshmem "$r" <"$OUTPUT"
 done
 echo "== kernels (OPENBLAS_NUM_THREADS=1: one core per rank)" >&2
 OPENBLAS_NUM_THREADS=1 "$BUILD/vigil-run" -n 2 --timeout 600 sh -c "$PIN" \
-  "$BUILD/bench/vigil-bench-symmetric-kernels" --repeats "$REPEATS" | tag vigil 1
+  "$BUILD/bench/vigil-bench-symmetric-kernels" --repeats "$REPEATS" >"$OUTPUT"
+tag vigil 1 <"$OUTPUT"
 
 python3 "$HERE/symmetric_report.py" "$RAW" >"$OUT/$NAME-symmetric.md"
 cat "$OUT/$NAME-symmetric.md"
