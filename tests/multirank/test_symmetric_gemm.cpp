@@ -87,7 +87,7 @@ void allGatherGemmAgrees(int rank, int nranks, vigilComm_t comm) {
     void* x = nullptr;
     OK(vigilMemAlloc(comm, std::max<size_t>(1, s.rows * s.k) * sizeof(T), &x), comm);
     const std::vector<T> mine = values<T>(s.rows * s.k, rank, 1);
-    std::memcpy(x, mine.data(), mine.size() * sizeof(T));
+    if (!mine.empty()) std::memcpy(x, mine.data(), mine.size() * sizeof(T));
     const std::vector<T> w = values<T>(s.k * s.n, rank, 2);  // each rank's own columns
     std::vector<T> out(m * s.n, T(-7)), expected(m * s.n), gathered(m * s.k);
     OK(vigilAllGatherGemm(x, w.data(), out.data(), s.rows, s.k, s.n, typeOf<T>(), comm, nullptr), comm);
@@ -113,7 +113,9 @@ void allGatherGemmAgrees(int rank, int nranks, vigilComm_t comm) {
             << "row " << i << " col " << j << ": " << out[i * s.n + j] << " vs " << exact;
       }
     }
-    ASSERT_EQ(std::memcmp(x, mine.data(), mine.size() * sizeof(T)), 0) << "x changed";
+    if (!mine.empty()) {
+      ASSERT_EQ(std::memcmp(x, mine.data(), mine.size() * sizeof(T)), 0) << "x changed";
+    }
     OK(vigilMemFree(comm, x), comm);
   }
 }
