@@ -37,6 +37,13 @@ Measures vigil's collectives like nccl-tests. Start it with a launcher, e.g.
       --check 0|1       check the results after the timed samples [1]
   -h, --help            print this help
 
+Two other modes take their own options:
+  -c moe|moe_dispatch|moe_combine   MoE dispatch/combine against vigilAllToAllV + packing
+                                    (--tokens --hidden --topk --experts --impl)
+  -c symmetric                      the symmetric heap: put, get (-b -e -f), put-signal
+                                    ping-pong, barrier_all, vigilAllReduceSymmetric against
+                                    vigilAllReduce, the GEMM kernels (--gemm MxKxN)
+
 Method (the nccl-tests convention):
   bytes   the larger per-rank buffer: allreduce, alltoall, broadcast, reduce, sendrecv send and
           receive `bytes`; allgather and gather receive `bytes` (send bytes/n); reducescatter

@@ -84,6 +84,25 @@ check "broadcast rows name root 0 and no reduction" grep -qE '^\[0\] +1024 +256 
 check "only rank 0 prints" test "$(grep -c '^\[1\]' "$TMP/out")" -eq 0
 [[ $FAILED -eq 0 ]] || show
 
+for n in 2 3; do
+  echo "== $n ranks: -c symmetric"
+  perf "$n" -c symmetric -b 8 -e 64K -f 8 -n 2 -w 1 -s 2 --gemm 96x64x32 --json
+  check "exits 0 (got $RC)" test "$RC" -eq 0
+  check "one row per op and size, each with a time (the allreduce checked against vigilAllReduce)" python3 -c '
+import json, sys
+rows = [json.loads(l[l.index("{"):]) for l in open(sys.argv[1]) if "{" in l]
+ops = {}
+for r in rows:
+    assert r["ranks"] == int(sys.argv[2]) and r["us"] > 0, r
+    ops.setdefault(r["op"], []).append(r["bytes"])
+sizes = [8, 64, 512, 4096, 32768, 65536]
+assert ops == {"put": sizes, "get": sizes, "put_signal": [8], "barrier_all": [0], "allreduce_symm": sizes,
+               "allgather_gemm": [0], "gemm_rs": [0]}, ops
+assert all(r["ratio"] > 0 for r in rows if r["op"] == "allreduce_symm")
+assert all(r["gflops"] > 0 for r in rows if r["op"] in ("allgather_gemm", "gemm_rs"))' "$TMP/out" "$n"
+  [[ $FAILED -eq 0 ]] || show
+done
+
 echo "== a failing call: ranks that run different collectives"
 # shellcheck disable=SC2016  # $0 and $VIGIL_RANK are for the ranks' shells to expand
 timeout 120 "$RUN" -n 2 sh -c 'if [ "$VIGIL_RANK" = 0 ]; then exec "$0" -c allreduce -b 1K -e 1K
