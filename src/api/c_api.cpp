@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <mutex>
 #include <utility>
 #include <vector>
 
@@ -13,6 +14,7 @@
 #include "core/dtype.hpp"
 #include "runtime/group.hpp"
 #include "runtime/stream.hpp"
+#include "symm/heap.hpp"
 #include "vigil/vigil.h"
 
 using namespace vigil;
@@ -248,11 +250,31 @@ vigilResult_t vigilCommAbort(vigilComm_t comm) {
   return vigilCommAbortWithReason(comm, nullptr);
 }
 
+namespace {
+
+// An aborted communicator with a symmetric heap stays in memory until the
+// process exits, its heap mapped: threads of the program may still load and
+// store through peer pointers (a compute kernel that overlaps the
+// communication, a Python array over the heap) when another thread aborts,
+// and must not fault. Its threads and connections are gone; only the memory
+// stays. Never destroyed: exit reclaims it.
+void keepHeapMapped(std::shared_ptr<Communicator> c) {
+  static std::mutex mutex;
+  static auto* kept = new std::vector<std::shared_ptr<Communicator>>();
+  std::lock_guard lock(mutex);
+  kept->push_back(std::move(c));
+}
+
+}  // namespace
+
 vigilResult_t vigilCommAbortWithReason(vigilComm_t comm, const char* reason) {
   constexpr size_t kMaxReasonBytes = 200;
   return api::guarded(comm, [&] {
     const std::string why = reason != nullptr ? std::string(reason).substr(0, kMaxReasonBytes) : std::string();
-    if (std::shared_ptr<Communicator> c = api::retire(comm)) c->abort(why);
+    if (std::shared_ptr<Communicator> c = api::retire(comm)) {
+      c->abort(why);
+      if (SymmetricHeap::of(*c, /*create=*/false) != nullptr) keepHeapMapped(std::move(c));
+    }
   });
 }
 

@@ -391,6 +391,26 @@ TEST(Symmetric, AbortFromAnotherThreadEndsTheWait) {
   });
 }
 
+// After an abort the heap stays mapped: a thread that still loads or stores
+// through a symmetric or peer pointer (a compute kernel, a Python array)
+// reads what was there and does not fault.
+TEST(Symmetric, AbortKeepsTheHeapMapped) {
+  runRanks(2, [](int rank, vigilComm_t& comm) {
+    void* p = nullptr;
+    OK(vigilMemAlloc(comm, 4096, &p), comm);
+    static_cast<uint32_t*>(p)[0] = 100 + static_cast<uint32_t>(rank);
+    OK(vigilBarrierAll(comm, nullptr), comm);
+    void* peer = nullptr;
+    OK(vigilMemPeerPtr(comm, p, 1 - rank, &peer), comm);
+    OK(vigilBarrierAll(comm, nullptr), comm);  // both read nothing yet; both abort next
+    EXPECT_EQ(vigilCommAbortWithReason(comm, "test"), vigilSuccess);
+    comm = nullptr;
+    EXPECT_EQ(static_cast<uint32_t*>(p)[0], 100u + static_cast<uint32_t>(rank));
+    EXPECT_EQ(static_cast<uint32_t*>(peer)[0], 100u + static_cast<uint32_t>(1 - rank));
+    static_cast<uint32_t*>(peer)[1] = 7;  // a store after the abort: the memory is still there
+  });
+}
+
 // Queued on a stream: the calls run in order on the stream's thread.
 TEST(Symmetric, OnAStream) {
   runRanks(2, [](int rank, vigilComm_t& comm) {
