@@ -110,6 +110,10 @@ Comm::~Comm() {
   } catch (const CallError&) {
     // A destructor cannot raise; close() raises for a caller that asks.
   }
+  if (vigilComm_t later = std::exchange(closedLater_, nullptr)) {
+    py::gil_scoped_release nogil;
+    vigilCommDestroy(later);  // the last symmetric array over it went
+  }
 }
 
 std::shared_ptr<Comm> Comm::fromRootInfo(const std::string& rootInfo, int rank, int worldSize,
@@ -257,12 +261,16 @@ void Comm::close() {
   vigilComm_t comm = std::exchange(comm_, nullptr);
   if (comm == nullptr) return;
   std::shared_ptr<StreamOwner> stream = std::move(stream_);
-  vigilResult_t rc;
+  // Symmetric arrays still alive keep their memory (and so the communicator)
+  // until the last of them goes: see symmetric.cpp.
+  const bool later = liveSymmetricBlocks() > 0;
+  vigilResult_t rc = vigilSuccess;
   {
     py::gil_scoped_release nogil;
     if (stream) vigilStreamSynchronize(stream->get());
-    rc = vigilCommDestroy(comm);
+    if (!later) rc = vigilCommDestroy(comm);
   }
+  if (later) closedLater_ = comm;
   pending_.clear();
   check(rc, comm);
 }

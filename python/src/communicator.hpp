@@ -67,6 +67,13 @@ struct InitOptions {
   pybind11::object bufferGuard = pybind11::none();
 };
 
+// One block of the symmetric heap under numpy arrays (symmetric.cpp).
+struct SymmetricBlockState {
+  void* ptr = nullptr;
+  size_t bytes = 0;
+  bool referenced = true;  // some array (of this process) still uses it
+};
+
 // The C call of one operation, given the communicator and the stream (NULL: blocking).
 using OpCall = std::function<vigilResult_t(vigilComm_t, vigilStream_t)>;
 
@@ -119,6 +126,12 @@ class Comm : public std::enable_shared_from_this<Comm> {
   // The communicator was aborted under this object (Ctrl-C): it is closed.
   void forgetAborted();
 
+  // Symmetric blocks (symmetric.cpp): made by symmetric_empty, freed by a
+  // collective collect once unreferenced on every rank.
+  void addSymmetricBlock(std::shared_ptr<SymmetricBlockState> block) { blocks_.push_back(std::move(block)); }
+  size_t liveSymmetricBlocks() const;
+  size_t collectSymmetric(const std::string& op);
+
   std::shared_ptr<Comm> split(int color, int key);
   pybind11::object asyncError();
   void dumpFlightRecorder(const pybind11::object& path);
@@ -135,6 +148,9 @@ class Comm : public std::enable_shared_from_this<Comm> {
   std::string name_;
   std::shared_ptr<StreamOwner> stream_;
   std::vector<std::shared_ptr<Work>> pending_;
+  std::vector<std::shared_ptr<SymmetricBlockState>> blocks_;
+  // close() with symmetric arrays alive: destroyed by the destructor, when the last went.
+  vigilComm_t closedLater_ = nullptr;
 };
 
 // vigil.group(): vigilGroupStart on entry, vigilGroupEnd on exit; the arrays
@@ -161,5 +177,6 @@ bool groupOpen();
 void registerCommunicator(pybind11::module_& m);
 void registerCollectives(pybind11::class_<Comm, std::shared_ptr<Comm>>& cls);
 void registerMoe(pybind11::module_& m, pybind11::class_<Comm, std::shared_ptr<Comm>>& cls);
+void registerSymmetric(pybind11::class_<Comm, std::shared_ptr<Comm>>& cls, pybind11::module_& m);
 
 }  // namespace vigil::python

@@ -167,6 +167,7 @@ void registerCommunicator(py::module_& m) {
       .def("__repr__", &describeComm);
   registerCollectives(cls);
   registerMoe(m, cls);
+  registerSymmetric(cls, m);
 }
 
 }  // namespace vigil::python
