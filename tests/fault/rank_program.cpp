@@ -216,6 +216,36 @@ int symm(const LoopOptions& o) {
       return 3;
     }
   }
+  // Then get and the symmetric allreduce, checked against the two-sided calls.
+  auto fail = [&](const char* what) {
+    std::printf("FAIL iter=-2 rc=1 mono_ns=%lld call_ms=0 text=%s: %s\n", monoNs(), what, vigilGetLastError(comm));
+    std::fflush(stdout);
+    vigilCommDestroy(comm);
+    return 3;
+  };
+  std::vector<uint8_t> got(bytes);
+  if (vigilGet(got.data(), data, bytes, right, comm, nullptr) != vigilSuccess) return fail("vigilGet");
+  for (size_t k = 0; k < bytes; ++k) {
+    if (got[k] != static_cast<uint8_t>(rank * 7 + (o.iters - 1) + k)) {
+      std::printf("WRONG get index=%zu got=%d\n", k, got[k]);
+      return 4;
+    }
+  }
+  const size_t count = bytes / sizeof(int64_t);
+  auto* values = reinterpret_cast<int64_t*>(data);
+  std::vector<int64_t> plain(count), expected(count);
+  if (vigilBarrierAll(comm, nullptr) != vigilSuccess) return fail("vigilBarrierAll");
+  for (size_t k = 0; k < count; ++k) plain[k] = values[k] = static_cast<int64_t>(k * 31 + static_cast<size_t>(rank));
+  if (vigilAllReduce(plain.data(), expected.data(), count, vigilInt64, vigilSum, comm, nullptr) != vigilSuccess) {
+    return fail("vigilAllReduce");
+  }
+  if (vigilAllReduceSymmetric(values, values, count, vigilInt64, vigilSum, comm, nullptr) != vigilSuccess) {
+    return fail("vigilAllReduceSymmetric");
+  }
+  if (std::memcmp(values, expected.data(), count * sizeof(int64_t)) != 0) {
+    std::printf("WRONG allreduce_symmetric\n");
+    return 4;
+  }
   std::printf("DONE\n");
   std::fflush(stdout);
   vigilMemFree(comm, heap);

@@ -36,16 +36,23 @@ std::vector<std::string> heapSegmentsOf(const RankJob& job) {
 
 const Env kEnv = {{"VIGIL_TIMEOUT_MS", "60000"}, {"VIGIL_CONNECT_TIMEOUT_MS", "60000"}, {"VIGIL_SYMMETRIC_HEAP", "64M"}};
 
-TEST(SymmetricProcesses, RingOfPutSignalsIsExact) {
-  RankJob job(4, {"symm", "--iters", "50", "--count", "100000"}, kEnv);
+// Real processes, 1 to 8: a ring of put-signals, then get and the symmetric
+// allreduce, each checked against the data or vigilAllReduce.
+class SymmetricProcessCounts : public ::testing::TestWithParam<int> {};
+
+TEST_P(SymmetricProcessCounts, RingGetAndAllReduceAreExact) {
+  const int n = GetParam();
+  RankJob job(n, {"symm", "--iters", "50", "--count", "100000"}, kEnv);
   ASSERT_TRUE(job.waitExit()) << job.dump();
   SCOPED_TRACE(job.dump());
-  for (int r = 0; r < 4; ++r) {
+  for (int r = 0; r < n; ++r) {
     EXPECT_EQ(job.exitCode(r), 0) << "rank " << r;
     EXPECT_EQ(job.lines(r).back(), "DONE");
   }
   EXPECT_EQ(heapSegmentsOf(job), std::vector<std::string>{});
 }
+
+INSTANTIATE_TEST_SUITE_P(Processes, SymmetricProcessCounts, ::testing::Values(1, 2, 3, 5, 8));
 
 // kill -9 of rank 1 while rank 2 waits for its signal: rank 2's wait ends with
 // rank 1's death (VG-PEER-001) within 2 s; rank 0, waiting on rank 2, hears
