@@ -536,12 +536,16 @@ uint8_t* SymmetricHeap::partOf(const char* call, int peer) const {
   const int li = localIndex_[static_cast<size_t>(peer)];
   if (li < 0) {
     const PeerInfo& info = comm_->peerInfo()[static_cast<size_t>(peer)];
+    const PeerInfo& mine = comm_->peerInfo()[static_cast<size_t>(rank_)];
+    // Containers and network namespaces share a hostname: then the host ids tell them apart.
+    const bool sameName = info.hostname == mine.hostname;
     comm_->error(Errc::SymRemotePeer)
         .op(call)
         .peer(peer)
-        .cause("rank ", peer, " runs on host '", info.hostname, "', not on this rank's host '",
-               comm_->peerInfo()[static_cast<size_t>(rank_)].hostname,
-               "': its copy of the symmetric heap is not in this host's memory")
+        .cause("rank ", peer, " runs on another host, '", info.hostname,
+               sameName ? cat("' (host id ", info.hostId, ")") : std::string("'"), ", not on this rank's host '",
+               mine.hostname, sameName ? cat("' (host id ", mine.hostId, ")") : std::string("'"),
+               ": its copy of the symmetric heap is not in this host's memory")
         .raise();
   }
   return base_ + heapsAt_ + static_cast<size_t>(li) * heapBytes_;

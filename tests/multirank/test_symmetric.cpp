@@ -322,6 +322,10 @@ TEST(Symmetric, WaitTimeoutNamesThePeerAndWhatItDoes) {
         OK(vigilGetLastErrorInfo(comm, &info), comm);
         EXPECT_EQ(info.peer, peer);
         EXPECT_EQ(seen, 99u);  // not written on failure
+        // A timed-out wait leaves the communicator usable; and neither rank
+        // leaves while the other still waits (its wait would end with
+        // VG-PEER-002, this rank having left, instead of its own timeout).
+        OK(vigilBarrier(comm, nullptr), comm);
       },
       testConfig(1500));
 }
