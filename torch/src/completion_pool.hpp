@@ -11,6 +11,7 @@
 #include <condition_variable>
 #include <deque>
 #include <functional>
+#include <memory>
 #include <mutex>
 #include <thread>
 #include <vector>
@@ -19,23 +20,29 @@ namespace vigil::torchpg {
 
 class CompletionPool {
  public:
-  CompletionPool() = default;
+  CompletionPool();
   CompletionPool(const CompletionPool&) = delete;
   CompletionPool& operator=(const CompletionPool&) = delete;
-  // Runs every completion still queued, then joins the threads.
+  // Runs every completion still queued, then joins the threads. It may run
+  // on one of them: dropping a completion can drop the last reference to
+  // the group that owns this pool. That thread is detached, not joined (a
+  // thread cannot join itself), and finishes on the state it shares.
   ~CompletionPool();
 
   void push(std::function<void()> completion);
 
  private:
-  void run();
+  struct State {
+    std::mutex mutex;
+    std::condition_variable changed;
+    std::deque<std::function<void()>> completions;
+    size_t idle = 0;  // threads waiting for a completion
+    bool stopping = false;
+  };
+  static void run(const std::shared_ptr<State>& state);
 
-  std::mutex mutex_;
-  std::condition_variable changed_;
-  std::deque<std::function<void()>> completions_;
-  size_t idle_ = 0;  // threads waiting for a completion
-  bool stopping_ = false;
-  std::vector<std::thread> threads_;
+  std::shared_ptr<State> state_;  // shared with the threads, which may outlive the pool
+  std::vector<std::thread> threads_;  // guarded by state_->mutex
 };
 
 }  // namespace vigil::torchpg

@@ -1,0 +1,61 @@
+// CompletionPool (torch/src/completion_pool.hpp) without torch: completions
+// run on the pool's threads, a blocked completion does not hold up another,
+// and the pool may be destroyed from inside one of its own completions (the
+// last reference to a process group dropped with a Work's callback), which
+// must neither deadlock nor terminate the process.
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <future>
+#include <memory>
+#include <thread>
+
+#include "completion_pool.hpp"
+
+namespace vigil::torchpg {
+namespace {
+
+TEST(CompletionPool, ABlockedCompletionDoesNotHoldUpAnother) {
+  CompletionPool pool;
+  std::promise<void> second;
+  std::future<void> secondDone = second.get_future();
+  std::promise<void> first;
+  pool.push([&] { secondDone.wait(); first.set_value(); });  // waits for the next one
+  pool.push([&] { second.set_value(); });
+  first.get_future().wait();
+}
+
+// What owns the pool, like a process group; dropped by a completion.
+struct Owner {
+  std::unique_ptr<CompletionPool> pool = std::make_unique<CompletionPool>();
+  std::promise<std::thread::id>* destroyedOn = nullptr;
+  ~Owner() {
+    pool.reset();
+    destroyedOn->set_value(std::this_thread::get_id());
+  }
+};
+
+TEST(CompletionPool, DestroyedFromItsOwnCompletion) {
+  for (int round = 0; round < 20; ++round) {
+    std::promise<std::thread::id> destroyedOn;
+    std::future<std::thread::id> destroyed = destroyedOn.get_future();
+    std::promise<void> released;
+    std::shared_future<void> mainReleased = released.get_future().share();
+    auto owner = std::make_shared<Owner>();
+    owner->destroyedOn = &destroyedOn;
+    CompletionPool* pool = owner->pool.get();
+    std::atomic<bool> ran{false};
+    pool->push([owner, mainReleased, &ran] {
+      mainReleased.wait();  // the test let go: this completion holds the last reference
+      ran = true;
+    });
+    owner.reset();
+    released.set_value();
+    // The pool's destructor runs on the pool's thread, when the completion is dropped.
+    ASSERT_NE(destroyed.get(), std::this_thread::get_id());
+    EXPECT_TRUE(ran);
+  }
+}
+
+}  // namespace
+}  // namespace vigil::torchpg
