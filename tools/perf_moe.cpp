@@ -1,7 +1,10 @@
 // vigil-perf -c moe_dispatch|moe_combine|moe: MoE dispatch and combine per call, against the same
 // exchange written as vigilAllToAllV plus local packing (bench/common/moe_exchange.hpp).
+// `symmetric`: the same calls with expandX, its scales and the expert outputs in the
+// symmetric heap (vigilMemAlloc), where rows go straight into the peers' copies.
 //
-//   vigil-run -n 4 vigil-perf -c moe --tokens 256 --hidden 1024 --topk 8 --experts 64 [--impl vigil|alltoallv|both]
+//   vigil-run -n 4 vigil-perf -c moe --tokens 256 --hidden 1024 --topk 8 --experts 64
+//             [--impl vigil|symmetric|alltoallv|both|all]   (both: vigil and alltoallv)
 //
 // Per row: µs per call (median of the samples, the slowest rank's time), tokens/s (all ranks'
 // tokens per second) and GB/s (this rank's selections x row bytes per second). Before timing,
@@ -26,7 +29,7 @@ using Clock = std::chrono::steady_clock;
 struct MoeOptions {
   moebench::Shape shape;
   bool dispatch = true, combine = true;
-  bool vigil = true, alltoallv = true;
+  bool vigil = true, symmetric = false, alltoallv = true;
   int iters = 10, warmup = 3, samples = 5;
   bool json = false;
 };
@@ -35,7 +38,8 @@ struct MoeOptions {
   std::fprintf(
       stderr,
       "vigil-perf: %s\nusage: vigil-perf -c moe|moe_dispatch|moe_combine [--tokens N] [--hidden H] [--topk K]\n"
-      "           [--experts E] [--impl vigil|alltoallv|both] [-n iters] [-w warmup] [-s samples] [--json]\n",
+      "           [--experts E] [--impl vigil|symmetric|alltoallv|both|all] [-n iters] [-w warmup] [-s samples]\n"
+      "           [--json]\n",
       why.c_str());
   std::exit(2);
 }
@@ -69,9 +73,12 @@ MoeOptions parse(int argc, char** argv) {
       o.shape.experts = number("--experts", value());
     } else if (a == "--impl") {
       const std::string impl = value();
-      if (impl != "vigil" && impl != "alltoallv" && impl != "both") usage("--impl is vigil, alltoallv or both");
-      o.vigil = impl != "alltoallv";
-      o.alltoallv = impl != "vigil";
+      if (impl != "vigil" && impl != "symmetric" && impl != "alltoallv" && impl != "both" && impl != "all") {
+        usage("--impl is vigil, symmetric, alltoallv, both or all");
+      }
+      o.vigil = impl == "vigil" || impl == "both" || impl == "all";
+      o.symmetric = impl == "symmetric" || impl == "all";
+      o.alltoallv = impl == "alltoallv" || impl == "both" || impl == "all";
     } else if (a == "-n") {
       o.iters = static_cast<int>(number("-n", value()));
     } else if (a == "-w") {
@@ -140,6 +147,23 @@ class Bench {
     size_t bytes = 0;
     check(vigilMoeDispatchGetWorkspaceSize(&cfg_, &args_, comm_, &bytes), comm_, "vigilMoeDispatchGetWorkspaceSize");
     workspace_.resize(bytes);
+    if (o.symmetric) {
+      // Every rank holds the same rows here (no shared experts), so the sizes agree.
+      check(vigilMemAlloc(comm_, expandX_.size() * sizeof(float), &heapX_), comm_, "vigilMemAlloc");
+      check(vigilMemAlloc(comm_, expandScales_.size() * sizeof(float), &heapScales_), comm_, "vigilMemAlloc");
+    }
+  }
+  ~Bench() {
+    if (heapX_ != nullptr) vigilMemFree(comm_, heapX_);
+    if (heapScales_ != nullptr) vigilMemFree(comm_, heapScales_);
+  }
+  Bench(const Bench&) = delete;
+  Bench& operator=(const Bench&) = delete;
+
+  // Dispatch outputs (and combine inputs) in the symmetric heap, or in private memory.
+  void useHeap(bool heap) {
+    args_.expandX = heap ? heapX_ : expandX_.data();
+    args_.expandScales = heap ? static_cast<float*>(heapScales_) : expandScales_.data();
   }
 
   vigilMoeHandle_t dispatch() {
@@ -153,7 +177,7 @@ class Bench {
     check(vigilMoeCombineGetWorkspaceSize(&cfg_, h, comm_, &bytes), comm_, "vigilMoeCombineGetWorkspaceSize");
     if (combineWs_.size() < bytes) combineWs_.resize(bytes);
     vigilMoeCombineArgs c{};
-    c.expandX = expandX_.data();
+    c.expandX = args_.expandX;
     c.xType = vigilFloat32;
     c.expertScales = weights_.data();
     c.out = out_.data();
@@ -169,7 +193,7 @@ class Bench {
     vigilMoeHandleDestroy(h);
     baseDispatch();
     const bool same = baseRows_ == recvRows_ &&
-                      std::memcmp(baseX_.data(), expandX_.data(), static_cast<size_t>(recvRows_ * s_.hidden) * 4) == 0;
+                      std::memcmp(baseX_.data(), args_.expandX, static_cast<size_t>(recvRows_ * s_.hidden) * 4) == 0;
     int bad = same ? 0 : 1;
     check(vigilAllReduce(&bad, &bad, 1, vigilInt32, vigilMax, comm_, nullptr), comm_, "vigilAllReduce");
     if (bad) throw Failed{"vigil's dispatch and the all-to-all-v one placed different rows"};
@@ -225,6 +249,8 @@ class Bench {
   vigilMoeConfig cfg_{};
   vigilMoeDispatchArgs args_{};
   int64_t rows_ = 0, recvRows_ = 0, baseRows_ = 0;
+  void* heapX_ = nullptr;
+  void* heapScales_ = nullptr;
 };
 
 }  // namespace
@@ -247,6 +273,11 @@ int runMoePerf(int argc, char** argv) {
   try {
     Bench b(o, comm);
     b.crossCheck();
+    if (o.symmetric) {
+      b.useHeap(true);
+      b.crossCheck();
+      b.useHeap(false);
+    }
     if (o.shape.rank == 0 && !o.json) {
       std::printf("# MoE over %d ranks; us: median per call of the slowest rank; GB/s: selections x row bytes\n",
                   o.shape.W);
@@ -258,6 +289,16 @@ int runMoePerf(int argc, char** argv) {
       vigilMoeHandle_t h = b.dispatch();
       b.report("vigil", "combine", b.time([&] { b.combine(h); }));
       vigilMoeHandleDestroy(h);
+    }
+    if (o.symmetric) {
+      b.useHeap(true);
+      if (o.dispatch) b.report("symmetric", "dispatch", b.time([&] { vigilMoeHandleDestroy(b.dispatch()); }));
+      if (o.combine) {
+        vigilMoeHandle_t h = b.dispatch();
+        b.report("symmetric", "combine", b.time([&] { b.combine(h); }));
+        vigilMoeHandleDestroy(h);
+      }
+      b.useHeap(false);
     }
     if (o.alltoallv && o.dispatch) b.report("alltoallv", "dispatch", b.time([&] { b.baseDispatch(); }));
     if (o.alltoallv && o.combine) {

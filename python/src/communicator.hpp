@@ -3,6 +3,7 @@
 // handles (vigil.Work) of its operations in flight, and the thread's open
 // group (vigil.group()). Every call that can wait releases the GIL.
 
+#include <pybind11/numpy.h>
 #include <pybind11/pybind11.h>
 
 #include <functional>
@@ -178,5 +179,9 @@ void registerCommunicator(pybind11::module_& m);
 void registerCollectives(pybind11::class_<Comm, std::shared_ptr<Comm>>& cls);
 void registerMoe(pybind11::module_& m, pybind11::class_<Comm, std::shared_ptr<Comm>>& cls);
 void registerSymmetric(pybind11::class_<Comm, std::shared_ptr<Comm>>& cls, pybind11::module_& m);
+// Collective: a new array of `shape` and `dtype` over `comm`'s symmetric heap
+// (Communicator.symmetric_empty).
+pybind11::array symmetricEmpty(const std::shared_ptr<Comm>& comm, const std::vector<pybind11::ssize_t>& shape,
+                               const pybind11::dtype& dtype);
 
 }  // namespace vigil::python

@@ -89,6 +89,7 @@ class MoeHandle {
 struct MoeDispatch {
   py::object expandX, dynamicScales, expandScales, expertTokenNums, epRecvCounts;
   int64_t recvRows = 0;
+  int64_t symmetricRows = 0;  // rows of the symmetric blocks under the outputs (symmetric=True), else 0
   std::shared_ptr<MoeHandle> handle;
 };
 
@@ -163,7 +164,28 @@ struct DispatchCall {
   std::vector<py::object> keep;  // the inputs, alive for the call
   py::array expandX, expandScales, dynamicScales, tokenNums, recvCounts;
   int64_t recvRows = 0;
+  int64_t symmetricRows = 0;
 };
+
+// symmetric=True: the outputs that peers write into, made in the symmetric
+// heap before anything is checked (the allocation is collective, and its size
+// depends only on the config and x's element size, so every rank makes it).
+// Rows: the largest capacity of any rank, as every rank allocates the same.
+void allocateSymmetricOutputs(DispatchCall& call, const std::shared_ptr<Comm>& comm, const MoeConfig& config,
+                              const vigilMoeConfig& cfg, const py::object& x) {
+  int64_t rows = 0;
+  for (int r = 0; r < comm->size(); ++r) {
+    const vigilMoeConfig other = config.resolve(comm->size(), r);
+    rows = std::max(rows, vigilMoeRequiredRows(&other, r));
+  }
+  const bool quantised = cfg.quantMode == vigilMoeQuantDynamicInt8;
+  py::dtype rowType = py::dtype("int8");
+  if (!quantised) rowType = py::isinstance<py::array>(x) ? x.cast<py::array>().dtype() : py::dtype("float32");
+  call.symmetricRows = rows;
+  call.expandX = symmetricEmpty(comm, {rows, cfg.hidden}, rowType);
+  call.expandScales = symmetricEmpty(comm, {rows}, py::dtype("float32"));
+  call.dynamicScales = symmetricEmpty(comm, {quantised ? rows : 0}, py::dtype("float32"));
+}
 
 void prepareDispatch(DispatchCall& call, const Comm& comm, const MoeConfig& config, const vigilMoeConfig& cfg,
                      const Where& where, const py::object& x, const py::object& expertIds,
@@ -197,9 +219,15 @@ void prepareDispatch(DispatchCall& call, const Comm& comm, const MoeConfig& conf
   const int64_t capacity = std::max<int64_t>(vigilMoeRequiredRows(&cfg, comm.rank()), 0);
   const int64_t L = config.localExperts(comm.size(), comm.rank());
   const bool quantised = cfg.quantMode == vigilMoeQuantDynamicInt8;
-  call.expandX = newArray(quantised ? py::dtype("int8") : xs.dtype(), {capacity, H});
-  call.expandScales = newArray(py::dtype("float32"), {capacity});
-  call.dynamicScales = newArray(py::dtype("float32"), {quantised ? capacity : 0});
+  if (call.symmetricRows == 0) {
+    call.expandX = newArray(quantised ? py::dtype("int8") : xs.dtype(), {capacity, H});
+    call.expandScales = newArray(py::dtype("float32"), {capacity});
+    call.dynamicScales = newArray(py::dtype("float32"), {quantised ? capacity : 0});
+  } else if (call.expandX.dtype().itemsize() != (quantised ? 1 : xs.dtype().itemsize())) {
+    refuse("VG-PY-001", where, "x's elements are " + std::to_string(xs.dtype().itemsize()) + " bytes, not " +
+                                   std::to_string(call.expandX.dtype().itemsize()),
+           "pass x as a numpy array of its element type");
+  }
   call.tokenNums = newArray(py::dtype("int64"), {L});
   call.recvCounts = newArray(py::dtype("int32"), {L, static_cast<py::ssize_t>(comm.size())});
   args.expandX = call.expandX.mutable_data();
@@ -213,12 +241,13 @@ void prepareDispatch(DispatchCall& call, const Comm& comm, const MoeConfig& conf
 
 MoeDispatch dispatch(Comm& comm, const py::object& x, const py::object& expertIds, const MoeConfig& config,
                      const py::object& expertScales, const py::object& activeMask, const py::object& smoothScales,
-                     const py::object& dtype) {
+                     const py::object& dtype, bool symmetric) {
   const Where where = comm.where("moe_dispatch");
   vigilComm_t c = comm.handle(where.op);
   const vigilMoeConfig cfg = config.resolve(comm.size(), comm.rank());
   comm.drain(where.op);
   DispatchCall call;
+  if (symmetric) allocateSymmetricOutputs(call, comm.shared_from_this(), config, cfg, x);
   size_t bytes = 0;
   try {
     prepareDispatch(call, comm, config, cfg, where, x, expertIds, expertScales, activeMask, smoothScales, dtype);
@@ -240,6 +269,7 @@ MoeDispatch dispatch(Comm& comm, const py::object& x, const py::object& expertId
   result.expertTokenNums = call.tokenNums;
   result.epRecvCounts = call.recvCounts;
   result.recvRows = call.recvRows;
+  result.symmetricRows = call.symmetricRows;
   return result;
 }
 
@@ -385,6 +415,10 @@ void registerMoeDispatchClass(py::module_& m) {
       .def_readonly("ep_recv_counts", &MoeDispatch::epRecvCounts,
                     "[local experts, world size] int32: inclusive prefix sums over (local expert, source rank).")
       .def_readonly("recv_rows", &MoeDispatch::recvRows, "Rows received (len(expand_x)).")
+      .def_readonly("symmetric_rows", &MoeDispatch::symmetricRows,
+                    "With symmetric=True: the rows every rank's symmetric outputs hold (the same on every rank:\n"
+                    "expert outputs made as comm.symmetric_empty((symmetric_rows, hidden), dtype)[:recv_rows] are\n"
+                    "read in place by moe_combine); else 0.")
       .def_readonly("handle", &MoeDispatch::handle, "The MoeHandle to pass to moe_combine.");
 }
 
@@ -392,9 +426,9 @@ void registerMoeDispatchClass(py::module_& m) {
 void registerDispatchMethod(CommClass& cls) {
   cls.def("moe_dispatch", &dispatch, py::arg("x"), py::arg("expert_ids"), py::arg("config"), py::kw_only(),
           py::arg("expert_scales") = py::none(), py::arg("active_mask") = py::none(),
-          py::arg("smooth_scales") = py::none(), py::arg("dtype") = py::none(),
+          py::arg("smooth_scales") = py::none(), py::arg("dtype") = py::none(), py::arg("symmetric") = false,
           "moe_dispatch(x, expert_ids, config, *, expert_scales=None, active_mask=None, smooth_scales=None,\n"
-          "             dtype=None) -> MoeDispatch\n\n"
+          "             dtype=None, symmetric=False) -> MoeDispatch\n\n"
           "Collective: sends every token to the ranks holding its experts (docs/moe.md). Outputs and the\n"
           "workspace are allocated here.\n\n"
           "Parameters\n----------\n"
@@ -406,7 +440,10 @@ void registerDispatchMethod(CommClass& cls) {
           "active_mask : numpy.ndarray, optional\n"
           "    bool/uint8, [bs] (0 drops the token) or [bs, top_k] (0 drops a routed slot).\n"
           "smooth_scales : numpy.ndarray, optional\n    [shared + routed experts, hidden] float32 (quant_mode 2).\n"
-          "dtype : str, optional\n    'bfloat16' for uint16 rows.\n\n"
+          "dtype : str, optional\n    'bfloat16' for uint16 rows.\n"
+          "symmetric : bool\n    Outputs in the symmetric heap (every rank on one host): each rank writes its rows\n"
+          "    straight into the peers' copies, and moe_combine reads expert outputs that are symmetric\n"
+          "    arrays in place (docs/moe.md, 'On symmetric buffers').\n\n"
           "Returns\n-------\nMoeDispatch\n    expand_x, dynamic_scales, expand_scales, expert_token_nums, "
           "ep_recv_counts,\n    recv_rows and the handle for moe_combine.\n\n"
           "Raises\n------\nInvalidUsageError\n    For arrays that do not fit (VG-PY-001) or a refused layout "

@@ -128,10 +128,11 @@ size_t Comm::collectSymmetric(const std::string& op) {
 
 namespace {
 
-py::array symmetricEmpty(const std::shared_ptr<Comm>& self, const py::object& shapeArg, const py::object& dtypeArg) {
+}  // namespace
+
+py::array symmetricEmpty(const std::shared_ptr<Comm>& self, const std::vector<py::ssize_t>& shape,
+                         const py::dtype& dtype) {
   const Where where = self->where("symmetric_empty");
-  const std::vector<py::ssize_t> shape = shapeFrom(shapeArg);
-  const py::dtype dtype = py::dtype::from_args(dtypeArg);
   size_t count = 1;
   for (py::ssize_t d : shape) {
     if (d < 0) refuse("VG-API-001", where, "shape has a negative dimension", "pass dimensions >= 0");
@@ -146,6 +147,12 @@ py::array symmetricEmpty(const std::shared_ptr<Comm>& self, const py::object& sh
   self->addSymmetricBlock(state);
   auto block = std::make_shared<SymmetricBlock>(self, state);
   return py::array(dtype, shape, ptr, py::cast(block));
+}
+
+namespace {
+
+py::array symmetricEmptyArgs(const std::shared_ptr<Comm>& self, const py::object& shapeArg, const py::object& dtypeArg) {
+  return symmetricEmpty(self, shapeFrom(shapeArg), py::dtype::from_args(dtypeArg));
 }
 
 py::array peerView(const std::shared_ptr<Comm>& self, const py::array& arrayArg, int peer) {
@@ -292,7 +299,7 @@ py::array gemmReduceScatter(const std::shared_ptr<Comm>& self, const py::array& 
   }
   const size_t rows = m / nranks;
   py::array workspace = workspaceArg.is_none()
-                            ? symmetricEmpty(self, py::make_tuple(m, n), a.dtype())
+                            ? symmetricEmpty(self, {static_cast<py::ssize_t>(m), static_cast<py::ssize_t>(n)}, a.dtype())
                             : symmetricArray(*self, py::reinterpret_borrow<py::array>(workspaceArg), "workspace", where, true);
   py::array out(a.dtype(), std::vector<py::ssize_t>{static_cast<py::ssize_t>(rows), static_cast<py::ssize_t>(n)});
   vigilComm_t comm = self->handle("gemm_reduce_scatter");
@@ -312,7 +319,7 @@ void registerSymmetric(py::class_<Comm, std::shared_ptr<Comm>>& cls, py::module_
       .def_property_readonly("nbytes", &SymmetricBlock::bytes)
       .def_property_readonly("address", [](const SymmetricBlock& b) { return reinterpret_cast<uintptr_t>(b.ptr()); });
 
-  cls.def("symmetric_empty", &symmetricEmpty, py::arg("shape"), py::arg("dtype") = "float32",
+  cls.def("symmetric_empty", &symmetricEmptyArgs, py::arg("shape"), py::arg("dtype") = "float32",
           "symmetric_empty(shape, dtype='float32') -> numpy.ndarray\n\n"
           "Collective: an array over the symmetric heap (every rank passes the same shape and dtype;\n"
           "VG-SYM-001 otherwise). Reads as zero. Its memory is freed once no array over it remains on any\n"

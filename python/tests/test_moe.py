@@ -220,3 +220,49 @@ def test_the_peers_hear_the_id_of_a_refusal_found_by_the_library():
     assert e1.error_id == "VG-MOE-003", e1
     assert isinstance(e0, vigil.RemoteError) and e0.error_id == "VG-MOE-006"
     assert "(rank 1: VG-MOE-003)" in e0.cause, e0.cause
+
+
+@pytest.mark.parametrize("world,shared_ranks,shared,experts", CONFIGS)
+def test_symmetric_dispatch_and_combine_give_the_same_results(world, shared_ranks, shared, experts):
+    """symmetric=True: the outputs live in the symmetric heap (peers write rows into them), and expert
+    outputs made in the heap are read in place by moe_combine; the results are those of messages."""
+    max_tokens = 6
+    inputs = make_inputs(world, experts, max_tokens)
+    config = vigil.MoeConfig(moe_expert_num=experts, hidden=H, top_k=K, max_tokens_per_rank=max_tokens,
+                             shared_expert_num=shared, shared_expert_rank_num=shared_ranks)
+
+    def body(comm):
+        x, ids, scales = inputs[comm.rank]
+        plain = comm.moe_dispatch(x, ids, config, expert_scales=scales)
+        want = comm.moe_combine(plain, plain.expand_x * 2, expert_scales=scales)
+        d = comm.moe_dispatch(x, ids, config, expert_scales=scales, symmetric=True)
+        assert d.symmetric_rows >= d.recv_rows and plain.symmetric_rows == 0
+        comm.peer_view(d.expand_x, (comm.rank + 1) % world)  # a symmetric array: no refusal
+        expert_out = comm.symmetric_empty((d.symmetric_rows, H), np.float32)[: d.recv_rows]
+        np.multiply(d.expand_x, 2, out=expert_out)
+        got = comm.moe_combine(d, expert_out, expert_scales=scales)
+        return plain, d, want, got
+
+    for plain, d, want, got in run_ranks(world, body):
+        assert d.recv_rows == plain.recv_rows
+        np.testing.assert_array_equal(d.expand_x, plain.expand_x)
+        np.testing.assert_array_equal(d.expand_scales, plain.expand_scales)
+        np.testing.assert_array_equal(d.ep_recv_counts, plain.ep_recv_counts)
+        np.testing.assert_array_equal(got, want)
+
+
+def test_symmetric_quantised_dispatch_matches_messages():
+    world, experts = 3, 6
+    inputs = make_inputs(world, experts, 6)
+    config = vigil.MoeConfig(moe_expert_num=experts, hidden=H, top_k=K, max_tokens_per_rank=6, quant_mode=2)
+
+    def body(comm):
+        x, ids, _ = inputs[comm.rank]
+        plain = comm.moe_dispatch(x, ids, config)
+        d = comm.moe_dispatch(x, ids, config, symmetric=True)
+        assert d.expand_x.dtype == np.int8
+        return plain, d
+
+    for plain, d in run_ranks(world, body):
+        np.testing.assert_array_equal(d.expand_x, plain.expand_x)
+        np.testing.assert_array_equal(d.dynamic_scales, plain.dynamic_scales)

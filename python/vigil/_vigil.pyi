@@ -141,6 +141,8 @@ class MoeDispatch:
     @property
     def recv_rows(self) -> int: ...
     @property
+    def symmetric_rows(self) -> int: ...
+    @property
     def handle(self) -> MoeHandle: ...
 
 class Communicator:
@@ -235,6 +237,7 @@ class Communicator:
         active_mask: Optional[_Array] = None,
         smooth_scales: Optional[npt.NDArray[np.float32]] = None,
         dtype: _DType = None,
+        symmetric: bool = False,
     ) -> MoeDispatch: ...
     def moe_combine(
         self,

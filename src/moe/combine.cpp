@@ -1,5 +1,8 @@
 // MoE combine: every (local expert, source) block goes back to its source,
-// which sums the rows of each token in slot order.
+// which sums the rows of each token in slot order. After a dispatch on
+// symmetric buffers, and with the expert outputs in the symmetric heap too,
+// nothing travels: between an entry and an exit barrier each source sums its
+// rows straight from the destinations' copies.
 
 #include <algorithm>
 #include <cstring>
@@ -8,6 +11,7 @@
 #include "core/dtype.hpp"
 #include "moe/moe.hpp"
 #include "reduce/reduce.hpp"
+#include "symm/heap.hpp"
 
 namespace vigil::moe {
 
@@ -102,9 +106,32 @@ class StagedRows {
   std::vector<const uint8_t*> ownRows_;
 };
 
+// Row `idx` of the staging order in its destination's copy of the expert
+// outputs (symmetric buffers).
+class PeerRows {
+ public:
+  PeerRows(const Handle& h, const SymmetricHeap& heap, size_t at, size_t rowBytes) {
+    rows_.reserve(static_cast<size_t>(h.sentRows));
+    const auto W = static_cast<int>(h.destBase.size()) - 1;
+    for (int d = 0; d < W; ++d) {
+      const uint8_t* copy = heap.at(d, at);
+      for (int64_t i = h.destBase[static_cast<size_t>(d)]; i < h.destBase[static_cast<size_t>(d) + 1]; ++i) {
+        const auto start = static_cast<size_t>(h.peerBlockStart[static_cast<size_t>(i)]);
+        for (int64_t k = 0; k < h.sendCount[static_cast<size_t>(i)]; ++k)
+          rows_.push_back(copy + (start + static_cast<size_t>(k)) * rowBytes);
+      }
+    }
+  }
+  const uint8_t* operator[](int64_t idx) const { return rows_[static_cast<size_t>(idx)]; }
+
+ private:
+  std::vector<const uint8_t*> rows_;
+};
+
 // out[t] = sum of w * row over active routed slots, then the shared
 // experts' rows, then sharedExpertX, in float32, rounded once.
-void sumPerToken(const vigilMoeConfig& cfg, const Handle& h, const vigilMoeCombineArgs& a, const StagedRows& rows) {
+template <class Rows>
+void sumPerToken(const vigilMoeConfig& cfg, const Handle& h, const vigilMoeCombineArgs& a, const Rows& rows) {
   const int64_t H = cfg.hidden, K = cfg.topK, Sh = cfg.sharedExpertNum;
   const size_t rowBytes = static_cast<size_t>(H) * dtypeSize(a.xType);
   auto* out = static_cast<uint8_t*>(a.out);
@@ -137,6 +164,25 @@ void sumPerToken(const vigilMoeConfig& cfg, const Handle& h, const vigilMoeCombi
   }
 }
 
+// The key (agree()) of expert outputs in the symmetric heap, for a handle
+// whose dispatch ran on symmetric buffers; -1 otherwise.
+int64_t symmetricKey(Communicator& comm, const Handle& h, const vigilMoeCombineArgs& a, size_t rowBytes,
+                     size_t* at) {
+  if (h.peerBlockStart.empty()) return -1;
+  const SymmetricHeap* heap = SymmetricHeap::of(comm, false);
+  if (heap == nullptr || !heap->allLocal()) return -1;
+  const auto place = heap->placeOf(a.expandX, static_cast<size_t>(h.recvRows) * rowBytes);
+  if (!place) return -1;
+  // Every row a source reads lies below its destination's recvRows, which
+  // that destination found inside the same allocation; checked here too.
+  const auto fit = static_cast<int64_t>(place->room / rowBytes);
+  for (size_t i = 0; i < h.peerBlockStart.size(); ++i) {
+    if (h.peerBlockStart[i] + h.sendCount[i] > fit) return -1;
+  }
+  *at = place->offset;
+  return static_cast<int64_t>(symm::fingerprintOf({2, place->offset}) >> 1);
+}
+
 }  // namespace
 
 void combine(const std::shared_ptr<Communicator>& commPtr, const vigilMoeConfig* cfg, const Handle* h,
@@ -151,9 +197,13 @@ void combine(const std::shared_ptr<Communicator>& commPtr, const vigilMoeConfig*
     own = e;
   }
   constexpr const char* kHandleField = "the dispatch of the handle";
+  size_t symmetricAt = 0;
+  const int64_t key =
+      own ? -1 : symmetricKey(comm, *h, *a, static_cast<size_t>(cfg->hidden) * dtypeSize(a->xType), &symmetricAt);
+  bool symmetric = false;
   try {
-    agree(comm, kCall, cfg, a ? static_cast<int64_t>(a->xType) : -1, own ? -1 : static_cast<int64_t>(h->dispatchId),
-          kHandleField, own);
+    symmetric = agree(comm, kCall, cfg, a ? static_cast<int64_t>(a->xType) : -1,
+                      own ? -1 : static_cast<int64_t>(h->dispatchId), kHandleField, own, key);
   } catch (const Error& e) {
     // Handles of different dispatches: a usage error, like a foreign handle.
     if (e.errc() != Errc::MoeConfigMismatch || e.cause().find(kHandleField) == std::string::npos) throw;
@@ -161,6 +211,18 @@ void combine(const std::shared_ptr<Communicator>& commPtr, const vigilMoeConfig*
   }
 
   const size_t rowBytes = static_cast<size_t>(cfg->hidden) * dtypeSize(a->xType);
+  if (symmetric) {
+    SymmetricHeap& heap = *SymmetricHeap::of(comm, false);
+    const SymmetricHeap::KernelScope scope(heap, true, h->dispatchId);
+    const uint64_t fingerprint =
+        symm::fingerprintOf({h->configDigest, h->dispatchId, static_cast<uint64_t>(a->xType), symmetricAt});
+    // Every expert output is final once its rank entered combine; no rank
+    // may reuse its copy before every source has summed from it.
+    heap.kernelBarrier(kCall, SymmetricHeap::KernelStage::MoeCombineEntry, fingerprint, h->dispatchId);
+    sumPerToken(*cfg, *h, *a, PeerRows(*h, heap, symmetricAt, rowBytes));
+    heap.kernelBarrier(kCall, SymmetricHeap::KernelStage::MoeCombineExit, fingerprint, h->dispatchId);
+    return;
+  }
   auto* staging = static_cast<uint8_t*>(workspace);
   const auto* expertOut = static_cast<const uint8_t*>(a->expandX);
   returnRows(comm, *h, expertOut, staging, rowBytes);

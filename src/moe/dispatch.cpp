@@ -1,6 +1,10 @@
 // MoE dispatch: the handshake, then its steps: planRoutes (top-k ids to
 // destinations), exchangeCounts, layOutReceive and layOutStaging (where every
 // row lands and leaves from), exchangeRows (packing, int8, the data exchange).
+// On symmetric buffers (every rank's outputs in the communicator's symmetric
+// heap, all ranks on one host), gatherCounts and writeRowsSymmetric take the
+// place of the two exchanges: each source packs its rows straight into the
+// destinations' copies of expandX.
 
 #include <algorithm>
 #include <cmath>
@@ -9,6 +13,7 @@
 #include "core/dtype.hpp"
 #include "moe/moe.hpp"
 #include "reduce/half.hpp"
+#include "symm/heap.hpp"
 
 namespace vigil::moe {
 
@@ -80,8 +85,8 @@ std::vector<OpDesc>& Messages::ops(const bool* ready) {
   return ops_;
 }
 
-void agree(Communicator& comm, const char* call, const vigilMoeConfig* cfg, int64_t xType, int64_t last,
-           const char* lastName, const std::optional<Error>& own) {
+bool agree(Communicator& comm, const char* call, const vigilMoeConfig* cfg, int64_t xType, int64_t last,
+           const char* lastName, const std::optional<Error>& own, int64_t symmetricKey) {
   constexpr int kAgreeFields = 10;
   const char* const names[kAgreeFields] = {"epWorldSize", "moeExpertNum", "sharedExpertNum",  "sharedExpertRankNum",
                                            "hidden",      "topK",         "maxTokensPerRank", "quantMode",
@@ -98,12 +103,14 @@ void agree(Communicator& comm, const char* call, const vigilMoeConfig* cfg, int6
                                         c.quantMode,
                                         xType,
                                         last};
-  constexpr size_t kRecord = (kAgreeFields + 1) * sizeof(int64_t);
+  constexpr size_t kStride = kAgreeFields + 2;  // the fields, the verdict, the symmetric key
+  constexpr size_t kRecord = kStride * sizeof(int64_t);
   const int n = comm.nranks();
-  int64_t mine[kAgreeFields + 1];
+  int64_t mine[kStride];
   std::copy(std::begin(fields), std::end(fields), mine);
   mine[kAgreeFields] = own ? static_cast<int64_t>(own->errc()) + 1 : 0;
-  std::vector<int64_t> all(static_cast<size_t>(n) * (kAgreeFields + 1));
+  mine[kAgreeFields + 1] = symmetricKey;
+  std::vector<int64_t> all(static_cast<size_t>(n) * kStride);
   OpDesc op;
   op.kind = OpKind::AllGather;
   op.send = mine;
@@ -113,7 +120,7 @@ void agree(Communicator& comm, const char* call, const vigilMoeConfig* cfg, int6
   comm.run(op);
   if (own) throw *own;
 
-  auto at = [&](int r, int f) { return all[static_cast<size_t>(r) * (kAgreeFields + 1) + static_cast<size_t>(f)]; };
+  auto at = [&](int r, int f) { return all[static_cast<size_t>(r) * kStride + static_cast<size_t>(f)]; };
   std::vector<int> refused;
   std::string ids;
   for (int r = 0; r < n; ++r) {
@@ -139,6 +146,10 @@ void agree(Communicator& comm, const char* call, const vigilMoeConfig* cfg, int6
         .cause("ranks disagree on ", names[f], ": rank 0 has ", at(0, f), differ)
         .raise();
   }
+  for (int r = 0; r < n; ++r) {
+    if (at(r, kAgreeFields + 1) < 0 || at(r, kAgreeFields + 1) != at(0, kAgreeFields + 1)) return false;
+  }
+  return true;
 }
 
 namespace {
@@ -334,6 +345,10 @@ class RowPacker final : public ExchangeWork {
   float* weightsOut() const { return weightsOut_; }
   const bool* ready() const { return ready_.get(); }
 
+  // One row as the receiver stores it (`row` NULL: it travels from x as it
+  // is), with its weight (`weight` NULL: dropped) and, when quantised, its scale.
+  void packRow(const Route& route, uint8_t* row, uint8_t* weight, uint8_t* scale);
+
   // One destination per unit, starting after this rank (each rank feeds a
   // different peer first) and ending with this rank's own rows.
   bool pending() const override { return done_ < plan_.worldSize; }
@@ -350,7 +365,6 @@ class RowPacker final : public ExchangeWork {
  private:
   void packOwnRows();
   void packPeerRows(int dest);
-  void packRow(const Route& route, uint8_t* row, uint8_t* weight, uint8_t* scale);
   void quantiseRow(const uint8_t* src, const Route& route, uint8_t* row, uint8_t* scale);
 
   const DispatchPlan& plan_;
@@ -409,8 +423,6 @@ void RowPacker::packPeerRows(int dest) {
   }
 }
 
-// One row as the receiver stores it (`row` NULL: it travels from x as it
-// is), with its weight and, when quantised, its scale.
 void RowPacker::packRow(const Route& route, uint8_t* row, uint8_t* weight, uint8_t* scale) {
   if (weight != nullptr) std::memcpy(weight, &route.weight, sizeof(float));  // the workspace may be unaligned
   const uint8_t* src = static_cast<const uint8_t*>(plan_.args.x) + toSize(route.token) * plan_.inRowBytes;
@@ -501,6 +513,109 @@ void exchangeRows(Communicator& comm, const DispatchPlan& plan, void* workspace)
   packer.runRest();
 }
 
+// ---- On symmetric buffers ----
+
+// Where this rank's outputs lie in the symmetric heap.
+struct SymmetricOutputs {
+  SymmetricHeap* heap = nullptr;
+  size_t x = 0, scales = 0, dynamic = 0;  // heap offsets (scales, dynamic: when passed)
+  int64_t rows = 0;                       // rows that every rank's allocations hold from there
+  int64_t key = -1;                       // for agree()
+};
+
+// The outputs of a dispatch that passed its local checks, if they all lie in
+// symmetric allocations and every rank is on this host.
+SymmetricOutputs symmetricOutputs(Communicator& comm, const vigilMoeConfig& cfg, const vigilMoeDispatchArgs& a) {
+  SymmetricOutputs out;
+  if (comm.nranks() < 2) return out;
+  SymmetricHeap* heap = SymmetricHeap::of(comm, false);
+  if (heap == nullptr || !heap->allLocal()) return out;
+  const bool quantised = cfg.quantMode == vigilMoeQuantDynamicInt8;
+  const size_t rowBytes = toSize(cfg.hidden) * (quantised ? 1 : dtypeSize(a.xType));
+  const size_t rows = toSize(a.expandXRows);
+  const auto x = heap->placeOf(a.expandX, rows * rowBytes);
+  if (!x || rowBytes == 0) return out;
+  size_t fit = x->room / rowBytes;
+  constexpr size_t kNone = ~size_t{0};
+  size_t scales = kNone, dynamic = kNone;
+  for (auto [ptr, at] : {std::pair{a.expandScales, &scales}, std::pair{quantised ? a.dynamicScales : nullptr, &dynamic}}) {
+    if (ptr == nullptr) continue;
+    const auto place = heap->placeOf(ptr, rows * sizeof(float));
+    if (!place) return out;
+    *at = place->offset;
+    fit = std::min(fit, place->room / sizeof(float));
+  }
+  out.heap = heap;
+  out.x = x->offset;
+  out.scales = scales;
+  out.dynamic = dynamic;
+  out.rows = static_cast<int64_t>(fit);
+  out.key = static_cast<int64_t>(symm::fingerprintOf({1, x->offset, scales, dynamic}) >> 1);
+  return out;
+}
+
+// Counts on symmetric buffers: a source must know where its rows go in each
+// destination's expandX, so the rows per (destination, local expert) of
+// every source are all-gathered. Each rank takes its own receive counts from
+// them, and the first row of each of its blocks at every destination (blocks
+// ordered by local expert, then source rank).
+void gatherCounts(Communicator& comm, DispatchPlan& plan, int64_t rowsThatFit) {
+  Handle& h = plan.handle;
+  const int W = plan.worldSize, me = plan.me;
+  const int64_t L = plan.localExperts;
+  const auto n = toSize(h.destBase[toSize(W)]);
+  std::vector<int64_t> all(toSize(W) * n);
+  comm.run(OpDesc{.kind = OpKind::AllGather, .send = h.sendCount.data(), .recv = all.data(), .count = n,
+                  .dtype = vigilInt64});
+  auto count = [&](int source, int64_t i) { return all[toSize(source) * n + toSize(i)]; };
+  plan.recvCount.assign(toSize(W * L), 0);
+  for (int r = 0; r < W; ++r) {
+    for (int64_t j = 0; j < L; ++j) plan.recvCount[toSize(r * L + j)] = count(r, h.destBase[toSize(me)] + j);
+  }
+  h.peerBlockStart.assign(n, 0);
+  for (int d = 0; d < W; ++d) {
+    int64_t rows = 0;  // rows of d's earlier local experts
+    for (int64_t i = h.destBase[toSize(d)]; i < h.destBase[toSize(d) + 1]; ++i) {
+      int64_t before = 0;
+      for (int r = 0; r < me; ++r) before += count(r, i);
+      h.peerBlockStart[toSize(i)] = rows + before;
+      for (int r = 0; r < W; ++r) rows += count(r, i);
+    }
+    if (rows > rowsThatFit) {
+      comm.error(Errc::Internal)
+          .op("vigilMoeDispatch")
+          .cause("rank ", d, " receives ", rows, " rows, but the symmetric allocations of expandX",
+                 " (and its scales) hold ", rowsThatFit)
+          .raise();
+    }
+  }
+}
+
+// Every row packed (copied, or quantised) straight into its destination's
+// copy of expandX, with its weight and scale; destinations in turn, starting
+// after this rank. The exit barrier then makes them visible to their owners.
+void writeRowsSymmetric(const DispatchPlan& plan, const SymmetricOutputs& o, void* workspace) {
+  RowPacker packer(plan, workspace);  // its packRow; the workspace stays unused
+  const Handle& h = plan.handle;
+  const bool scales = plan.args.expandScales != nullptr;
+  for (int step = 1; step <= plan.worldSize; ++step) {
+    const int d = (plan.me + step) % plan.worldSize;
+    uint8_t* x = o.heap->at(d, o.x);
+    uint8_t* weights = scales ? o.heap->at(d, o.scales) : nullptr;
+    uint8_t* dynamic = plan.quantised ? o.heap->at(d, o.dynamic) : nullptr;
+    int64_t idx = h.stagingBase[toSize(d)];
+    for (int64_t i = h.destBase[toSize(d)]; i < h.destBase[toSize(d) + 1]; ++i) {
+      const int64_t start = h.peerBlockStart[toSize(i)];
+      for (int64_t k = 0; k < h.sendCount[toSize(i)]; ++k, ++idx) {
+        const auto row = toSize(start + k);
+        packer.packRow(plan.routes[toSize(plan.routeOfStagingRow[toSize(idx)])], x + row * plan.outRowBytes,
+                       weights ? weights + row * sizeof(float) : nullptr,
+                       dynamic ? dynamic + row * sizeof(float) : nullptr);
+      }
+    }
+  }
+}
+
 }  // namespace
 
 void dispatch(const std::shared_ptr<Communicator>& commPtr, const vigilMoeConfig* cfgPtr,
@@ -514,8 +629,11 @@ void dispatch(const std::shared_ptr<Communicator>& commPtr, const vigilMoeConfig
   } catch (const Error& e) {
     own = e;
   }
-  agree(comm, "vigilMoeDispatch", cfgPtr, argsPtr ? static_cast<int64_t>(argsPtr->xType) : -1,
-        static_cast<int64_t>(dispatchId), "the dispatch number", own);
+  SymmetricOutputs symmetricOut;
+  if (!own) symmetricOut = symmetricOutputs(comm, *cfgPtr, *argsPtr);
+  const bool symmetric =
+      agree(comm, "vigilMoeDispatch", cfgPtr, argsPtr ? static_cast<int64_t>(argsPtr->xType) : -1,
+            static_cast<int64_t>(dispatchId), "the dispatch number", own, symmetricOut.key);
 
   // Every rank passed its checks and agrees: from here on, outputs are written.
   DispatchPlan plan(comm, *cfgPtr, *argsPtr, into);
@@ -531,10 +649,22 @@ void dispatch(const std::shared_ptr<Communicator>& commPtr, const vigilMoeConfig
   into.localExperts = plan.localExperts;
 
   planRoutes(plan);
-  exchangeCounts(comm, plan);
-  layOutReceive(comm, plan);
-  layOutStaging(plan);
-  exchangeRows(comm, plan, workspace);
+  if (symmetric) {
+    SymmetricHeap& heap = *symmetricOut.heap;
+    const SymmetricHeap::KernelScope scope(heap, false, dispatchId);
+    gatherCounts(comm, plan, symmetricOut.rows);
+    layOutReceive(comm, plan);
+    layOutStaging(plan);
+    writeRowsSymmetric(plan, symmetricOut, workspace);
+    heap.kernelBarrier("vigilMoeDispatch", SymmetricHeap::KernelStage::MoeDispatchExit,
+                       symm::fingerprintOf({into.configDigest, dispatchId}), dispatchId);
+  } else {
+    into.peerBlockStart.clear();
+    exchangeCounts(comm, plan);
+    layOutReceive(comm, plan);
+    layOutStaging(plan);
+    exchangeRows(comm, plan, workspace);
+  }
   *argsPtr->recvRows = plan.recvRows;
   into.complete = true;
 }

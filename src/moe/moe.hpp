@@ -79,6 +79,10 @@ struct Handle {
   // Destination side: per source rank and local expert, the first row and
   // the row count of its block in expandX.
   std::vector<int64_t> blockStart, blockRows;  // [source * L + j]
+  // Set when the dispatch ran on symmetric buffers: per (destination, local
+  // expert) counter (destBase), the first row of this rank's block in that
+  // destination's expandX.
+  std::vector<int64_t> peerBlockStart;
   int64_t localExperts = 0;
   int64_t recvRows = 0;
 };
@@ -105,8 +109,13 @@ void combine(const std::shared_ptr<Communicator>& comm, const vigilMoeConfig* cf
 // this rank's verdict (`own`, if its local checks failed; cfg may then be
 // NULL). Throws `own`, a peer's refusal (VG-MOE-006) or a disagreement
 // (VG-MOE-005) naming the field.
-void agree(Communicator& comm, const char* call, const vigilMoeConfig* cfg, int64_t xType, int64_t last,
-           const char* lastName, const std::optional<Error>& own);
+// `symmetricKey`: where this rank's output (dispatch) or input (combine)
+// buffers lie in the communicator's symmetric heap, hashed, or -1 when they
+// are not all there (or the ranks are not all on one host). Returns whether
+// every rank has the same key other than -1: the call then reads and writes
+// the peers' copies directly instead of exchanging messages.
+bool agree(Communicator& comm, const char* call, const vigilMoeConfig* cfg, int64_t xType, int64_t last,
+           const char* lastName, const std::optional<Error>& own, int64_t symmetricKey = -1);
 
 // The point-to-point messages of one exchange, each built from pieces of
 // memory (gathered when sent, scattered when received): one message per

@@ -135,6 +135,8 @@ const char* callName(uint32_t call) {
     case 8: return "vigilAllReduceSymmetric";
     case 9: return "vigilAllGatherGemm";
     case 10: return "vigilGemmReduceScatter";
+    case 11: return "vigilMoeDispatch";
+    case 12: return "vigilMoeCombine";
     default: return "no one-sided call";
   }
 }
@@ -150,6 +152,9 @@ const char* SymmetricHeap::barrierName(BarrierKind kind) {
     case BarrierKind::AllGatherGemmExit: return "vigilAllGatherGemm (its exit barrier)";
     case BarrierKind::GemmReduceScatterEntry: return "vigilGemmReduceScatter (its entry)";
     case BarrierKind::GemmReduceScatterExit: return "vigilGemmReduceScatter (its exit barrier)";
+    case BarrierKind::MoeDispatchExit: return "vigilMoeDispatch on symmetric buffers (its exit barrier)";
+    case BarrierKind::MoeCombineEntry: return "vigilMoeCombine on symmetric buffers (its entry barrier)";
+    case BarrierKind::MoeCombineExit: return "vigilMoeCombine on symmetric buffers (its exit barrier)";
   }
   return "another call";
 }
@@ -525,6 +530,22 @@ const SymmetricHeap::Allocation& SymmetricHeap::locate(const char* call, const v
   return a;
 }
 
+std::optional<SymmetricHeap::Place> SymmetricHeap::placeOf(const void* p, size_t bytes) const {
+  const auto* q = static_cast<const uint8_t*>(p);
+  if (q == nullptr || q < mine_ || q >= mine_ + heapBytes_) return std::nullopt;
+  const auto offset = static_cast<size_t>(q - mine_);
+  auto it = live_.upper_bound(offset);
+  if (it == live_.begin()) return std::nullopt;
+  const Allocation& a = std::prev(it)->second;
+  const size_t end = a.offset + a.bytes;
+  if (offset >= end || bytes > end - offset) return std::nullopt;
+  return Place{offset, end - offset};
+}
+
+SymmetricHeap::KernelScope::KernelScope(const SymmetricHeap& heap, bool combine, uint64_t number) : heap_(heap) {
+  heap_.begin(combine ? Call::MoeCombine : Call::MoeDispatch, -1, 0, number);
+}
+
 std::string SymmetricHeap::describeAllocation(const Allocation& a) const {
   return cat("symmetric allocation #", a.id, " (", a.bytes, " bytes at heap offset ", a.offset, ")");
 }
@@ -739,6 +760,8 @@ std::string SymmetricHeap::describeRank(int r) const {
     case Call::AllReduce: what = cat(callName(call), " of ", value, " elements"); break;
     case Call::AllGatherGemm:
     case Call::GemmReduceScatter: what = cat(callName(call), " of ", value, " rows per rank"); break;
+    case Call::MoeDispatch:
+    case Call::MoeCombine: what = cat(callName(call), " on symmetric buffers (dispatch number ", value, ")"); break;
     case Call::None: break;
   }
   if (what.empty()) return cat(who, " has made no one-sided call on this heap");
@@ -838,7 +861,11 @@ void SymmetricHeap::raiseMismatch(const char* call, uint64_t epoch, BarrierKind 
   const bool sameCall = (w >> 4) > epoch || (w & 15) == static_cast<uint64_t>(kind);
   ErrorBuilder b = comm_->error(Errc::SymMismatch);
   b.op(call).peer(r);
-  if (sameCall) {
+  if (sameCall && kind >= BarrierKind::MoeDispatchExit) {
+    b.cause("this rank runs ", call, " number ", count, " on symmetric buffers and rank ", r, " runs number ",
+            lines_[index].count[epoch & 1].load(std::memory_order_relaxed),
+            " (or with another config); ", unwritten);
+  } else if (sameCall) {
     const char* unit = kind == BarrierKind::AllReduceEntry || kind == BarrierKind::AllReduceExit
                            ? " elements"
                            : " rows per rank";

@@ -31,6 +31,7 @@
 #include <initializer_list>
 #include <map>
 #include <memory>
+#include <optional>
 #include <span>
 #include <string>
 #include <vector>
@@ -106,6 +107,37 @@ class SymmetricHeap : public Communicator::Extension {
   void gemmReduceScatter(const void* a, const void* w, void* out, void* workspace, size_t rows, size_t k, size_t n,
                          vigilDataType_t dtype);
 
+  // ---- For collective kernels built outside the heap (MoE: moe/dispatch.cpp, moe/combine.cpp) ----
+  // Whether every rank of the communicator is on this host (peers' copies are then plain memory).
+  bool allLocal() const { return allLocal_; }
+  struct Place {
+    size_t offset;  // heap offset of the first byte
+    size_t room;    // bytes from there to the end of its allocation (the same on every rank)
+  };
+  // Where [p, p + bytes) lies, if inside one live allocation of this rank; else nothing.
+  std::optional<Place> placeOf(const void* p, size_t bytes) const;
+  // `rank`'s copy of heap offset `offset`; `rank` must be on this host.
+  uint8_t* at(int rank, size_t offset) const { return part(localIndex_[static_cast<size_t>(rank)]) + offset; }
+  enum class KernelStage : uint8_t { MoeDispatchExit = 8, MoeCombineEntry = 9, MoeCombineExit = 10 };
+  // Marks this rank as in `call` (MoE dispatch or combine number `number`)
+  // for the wait messages of its peers, until destroyed.
+  class KernelScope {
+   public:
+    KernelScope(const SymmetricHeap& heap, bool combine, uint64_t number);
+    ~KernelScope() { heap_.end(); }
+    KernelScope(const KernelScope&) = delete;
+    KernelScope& operator=(const KernelScope&) = delete;
+
+   private:
+    const SymmetricHeap& heap_;
+  };
+  // A barrier of every rank (all on this host) at a kernel's `stage`: every
+  // rank must be at the same stage with the same `fingerprint` (else
+  // VG-SYM-001); `number` names the call (the dispatch number).
+  void kernelBarrier(const char* call, KernelStage stage, uint64_t fingerprint, uint64_t number) {
+    localBarrier(call, static_cast<BarrierKind>(stage), fingerprint, number);
+  }
+
  private:
   struct Allocation {
     size_t offset;
@@ -113,7 +145,8 @@ class SymmetricHeap : public Communicator::Extension {
     uint64_t id;   // 1 for the first vigilMemAlloc, ...
   };
   enum class Call : uint32_t {
-    None, Alloc, Free, Put, Get, PutSignal, Wait, Barrier, AllReduce, AllGatherGemm, GemmReduceScatter
+    None, Alloc, Free, Put, Get, PutSignal, Wait, Barrier, AllReduce, AllGatherGemm, GemmReduceScatter,
+    MoeDispatch, MoeCombine
   };
 
   // The allocation holding [p, p + bytes) of this rank's copy, or an error naming the overrun.
@@ -137,6 +170,9 @@ class SymmetricHeap : public Communicator::Extension {
     AllGatherGemmExit = 5,
     GemmReduceScatterEntry = 6,
     GemmReduceScatterExit = 7,
+    MoeDispatchExit = static_cast<uint8_t>(KernelStage::MoeDispatchExit),
+    MoeCombineEntry = static_cast<uint8_t>(KernelStage::MoeCombineEntry),
+    MoeCombineExit = static_cast<uint8_t>(KernelStage::MoeCombineExit),
   };
   static const char* barrierName(BarrierKind kind);
   // Every rank at this barrier must be in the same kind of call with the same

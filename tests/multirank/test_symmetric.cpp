@@ -47,10 +47,13 @@ int countOpenFds() {
   return n;
 }
 
+// Segments this process made (their names carry its pid; tests in other
+// processes run beside it).
 int countSymmetricSegments() {
+  const std::string prefix = "vigil-symm-" + std::to_string(::getpid()) + "-";
   int n = 0;
   if (DIR* d = ::opendir("/dev/shm")) {
-    while (dirent* e = ::readdir(d)) n += std::string(e->d_name).rfind("vigil-symm-", 0) == 0 ? 1 : 0;
+    while (dirent* e = ::readdir(d)) n += std::string(e->d_name).rfind(prefix, 0) == 0 ? 1 : 0;
     ::closedir(d);
   }
   return n;

@@ -103,6 +103,17 @@ assert all(r["gflops"] > 0 for r in rows if r["op"] in ("allgather_gemm", "gemm_
   [[ $FAILED -eq 0 ]] || show
 done
 
+echo "== 3 ranks: -c moe --impl all (private, symmetric and all-to-all-v buffers, cross-checked before timing)"
+perf 3 -c moe --tokens 16 --hidden 64 --topk 2 --experts 6 --impl all -n 2 -w 1 -s 2 --json
+check "exits 0 (got $RC)" test "$RC" -eq 0
+check "a dispatch and a combine row per implementation, each with a time" python3 -c '
+import json, sys
+rows = [json.loads(l[l.index("{"):]) for l in open(sys.argv[1]) if "{" in l]
+got = sorted((r["impl"], r["op"]) for r in rows)
+assert got == sorted((i, o) for i in ("vigil", "symmetric", "alltoallv") for o in ("dispatch", "combine")), got
+assert all(r["ranks"] == 3 and r["us"] > 0 and r["gbps"] > 0 for r in rows), rows' "$TMP/out"
+[[ $FAILED -eq 0 ]] || show
+
 echo "== a failing call: ranks that run different collectives"
 # shellcheck disable=SC2016  # $0 and $VIGIL_RANK are for the ranks' shells to expand
 timeout 120 "$RUN" -n 2 sh -c 'if [ "$VIGIL_RANK" = 0 ]; then exec "$0" -c allreduce -b 1K -e 1K
