@@ -31,6 +31,10 @@ struct OpDesc {
   // runs (see Transfer). The buffer guard does not watch such sends.
   std::span<const IoSegment> segments{};
   const bool* ready = nullptr;
+  // Runs over the communicator's own transport even where per-host and
+  // leader communicators exist: the symmetric heap's barrier across hosts,
+  // whose waits must progress the transport that carries one-sided accesses.
+  bool flat = false;
 
   bool hasRedOp() const { return kind == OpKind::AllReduce || kind == OpKind::Reduce || kind == OpKind::ReduceScatter; }
   bool hasRoot() const {

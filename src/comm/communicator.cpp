@@ -123,7 +123,9 @@ void Communicator::runCollective(const OpDesc& op) {
     std::atomic<int64_t>& seq;
     ~Leave() { seq.store(-1); }
   } leave{inProgressSeq_};
-  const algo::AlgoRow& algorithm = *algo::selectAlgo(op.kind, opBytes(op), topology_, algoOverrides_);
+  algo::Topology topology = topology_;
+  if (op.flat) topology.hierarchical = false;
+  const algo::AlgoRow& algorithm = *algo::selectAlgo(op.kind, opBytes(op), topology, algoOverrides_);
   op_.header.algo = static_cast<uint16_t>(algorithm.id);
   if (nranks_ > 1) control_.recordFingerprint(op_.header);
   if (algorithm.needs == algo::Needs::LoadStore) loadStore_->publishFingerprint(op_.header);

@@ -125,7 +125,11 @@ class Communicator : public algo::LoadStoreRunner, public algo::HierarchicalRunn
   // VG-NET-008 when the transport has no one-sided access.
   std::unique_ptr<RmaWindow> createWindow(void* base, size_t bytes);
   // RmaWindow::flush: this rank's puts and gets complete, as an operation.
-  void flushRma();
+  // `label`: the operation that errors name ("window flush", "vigilPut", ...).
+  // `remote`: complete at the targets, else only here (RmaWindow::complete).
+  void flushRma(const char* label = "window flush", bool remote = true);
+  // RmaWindow::progress.
+  void progressRma(int waitMs);
 
   // ---- Waits outside an operation (symmetric memory: symm/) ----
   // Readable for good once the communicator is aborted, destroyed or broken.
@@ -160,6 +164,8 @@ class Communicator : public algo::LoadStoreRunner, public algo::HierarchicalRunn
   ErrorBuilder error(Errc errc) const { return ErrorBuilder(errc).rank(rank_, nranks_).comm(name_); }
   // The transport ("shm" or "tcp") and the algorithm of the last collective.
   const char* transportName() const { return transport_->name(); }
+  // Whether the transport has one-sided access (createWindow works).
+  bool hasRma() const { return transport_->rma() != nullptr; }
   algo::Algo lastAlgo() const { return static_cast<algo::Algo>(op_.header.algo); }
 
  private:

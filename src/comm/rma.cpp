@@ -46,8 +46,21 @@ void RmaWindow::get(int rank, size_t offset, void* destination, size_t bytes) {
   if (bytes > 0) domain_.get(*targets_[static_cast<size_t>(rank)], offset, destination, bytes);
 }
 
-void RmaWindow::flush() {
-  comm_.flushRma();
+void RmaWindow::signal(int rank, size_t offset, uint64_t value, bool add) {
+  check("window signal", rank, offset, sizeof(uint64_t));
+  domain_.signal(*targets_[static_cast<size_t>(rank)], offset, value, add);
+}
+
+void RmaWindow::flush(const char* label) {
+  comm_.flushRma(label, /*remote=*/true);
+}
+
+void RmaWindow::complete(const char* label) {
+  comm_.flushRma(label, /*remote=*/false);
+}
+
+void RmaWindow::progress(int waitMs) {
+  comm_.progressRma(waitMs);
 }
 
 std::unique_ptr<RmaWindow> Communicator::createWindow(void* base, size_t bytes) {
@@ -86,11 +99,17 @@ std::unique_ptr<RmaWindow> Communicator::createWindow(void* base, size_t bytes) 
   return std::make_unique<RmaWindow>(*this, *domain, std::move(mine), std::move(targets));
 }
 
-void Communicator::flushRma() {
+void Communicator::progressRma(int waitMs) {
+  std::unique_lock lock(opMutex_, std::try_to_lock);
+  if (!lock.owns_lock() || state_.load() != State::Active) return;
+  transport_->rma()->progress(waitMs);
+}
+
+void Communicator::flushRma(const char* label, bool remote) {
   std::lock_guard lock(opMutex_);
   checkUsable();
-  beginOp(FrameHeader{}, "window flush", /*watchPeers=*/true);
-  ExchangeFault fault = transport_->rma()->flush(op_.deadline, *this);
+  beginOp(FrameHeader{}, label, /*watchPeers=*/true);
+  ExchangeFault fault = transport_->rma()->flush(op_.deadline, *this, remote);
   if (fault.kind != ExchangeFault::Kind::None) failOp(fault);
 }
 

@@ -32,8 +32,22 @@ class RmaWindow {
   // back. A range outside that part is VG-API-020 (nothing starts).
   void put(int rank, size_t offset, const void* source, size_t bytes);
   void get(int rank, size_t offset, void* destination, size_t bytes);
+  // Starts setting (or, with `add`, adding to) the aligned 64-bit word at
+  // `offset` of `rank`'s part (a remote atomic for add).
+  void signal(int rank, size_t offset, uint64_t value, bool add);
+  // What this rank started before reaches its targets before what it starts after.
+  void fence() { domain_.fence(); }
   // Waits until every put and get this rank started completed at its target.
-  void flush();
+  // `label` names the operation in its errors.
+  void flush(const char* label = "window flush");
+  // Waits until what this rank started completed here: gets' data arrived,
+  // puts' sources may be reused (they reach their targets by the next flush).
+  void complete(const char* label);
+  // Lets the transport carry out accesses of peers to this rank's part (see
+  // RmaDomain::progress); waits up to `waitMs` for activity when nothing
+  // moved. Does nothing while another thread runs an operation of the
+  // communicator (that operation progresses the transport).
+  void progress(int waitMs);
 
  private:
   void check(const char* what, int rank, size_t offset, size_t bytes) const;

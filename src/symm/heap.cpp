@@ -15,6 +15,7 @@
 #include <cstring>
 #include <thread>
 
+#include "comm/rma_window.hpp"
 #include "core/config.hpp"
 #include "core/strcat.hpp"
 #include "transport/shm_layout.hpp"
@@ -122,6 +123,9 @@ const LightSignals& lightSignals() {
 
 constexpr int kYields = 16;
 constexpr int64_t kSleepCapNs = 100'000'000;  // a sleep re-checks the clock at least this often
+// A rank with peers on this host and on others sleeps on the transport's
+// events at most this long before it looks at its doorbell's signals.
+constexpr int64_t kMixedSleepCapMs = 1;
 
 const char* callName(uint32_t call) {
   switch (call) {
@@ -137,6 +141,7 @@ const char* callName(uint32_t call) {
     case 10: return "vigilGemmReduceScatter";
     case 11: return "vigilMoeDispatch";
     case 12: return "vigilMoeCombine";
+    case 13: return "vigilQuiet";
     default: return "no one-sided call";
   }
 }
@@ -332,9 +337,22 @@ SymmetricHeap::SymmetricHeap(Communicator& comm) : comm_(&comm), rank_(comm.rank
   RankLines* lines = lines_;
   const int me = localIndex_[static_cast<size_t>(rank_)];
   waker_ = comm_->addWaker([lines, me] { lines[me].bell.ring(); });
+  // 4. Ranks on other hosts are reached over the transport's one-sided
+  // access, when it has one: this rank's part, registered, and every
+  // rank's key (collective, like everything here).
+  if (!allLocal_ && comm_->hasRma()) {
+    try {
+      window_ = comm_->createWindow(mine_, heapBytes_);
+    } catch (...) {
+      comm_->removeWaker(waker_);
+      undo();
+      throw;
+    }
+  }
 }
 
 SymmetricHeap::~SymmetricHeap() {
+  window_.reset();  // unregistered while still mapped
   comm_->removeWaker(waker_);
   if (base_ != nullptr) ::munmap(base_, segmentBytes_);
   if (fd_ >= 0) ::close(fd_);
@@ -555,21 +573,40 @@ uint8_t* SymmetricHeap::partOf(const char* call, int peer) const {
     comm_->error(Errc::ApiBadPeer).op(call).cause("peer ", peer, " is not in [0, ", nranks_, ")").raise();
   }
   const int li = localIndex_[static_cast<size_t>(peer)];
-  if (li < 0) {
-    const PeerInfo& info = comm_->peerInfo()[static_cast<size_t>(peer)];
-    const PeerInfo& mine = comm_->peerInfo()[static_cast<size_t>(rank_)];
-    // Containers and network namespaces share a hostname: then the host ids tell them apart.
-    const bool sameName = info.hostname == mine.hostname;
-    comm_->error(Errc::SymRemotePeer)
-        .op(call)
-        .peer(peer)
-        .cause("rank ", peer, " runs on another host, '", info.hostname,
-               sameName ? cat("' (host id ", info.hostId, ")") : std::string("'"), ", not on this rank's host '",
-               mine.hostname, sameName ? cat("' (host id ", mine.hostId, ")") : std::string("'"),
-               ": its copy of the symmetric heap is not in this host's memory")
-        .raise();
-  }
+  if (li < 0) raiseRemote(call, peer, /*loadStore=*/true);
   return base_ + heapsAt_ + static_cast<size_t>(li) * heapBytes_;
+}
+
+bool SymmetricHeap::remote(const char* call, int peer) const {
+  if (peer < 0 || peer >= nranks_) {
+    comm_->error(Errc::ApiBadPeer).op(call).cause("peer ", peer, " is not in [0, ", nranks_, ")").raise();
+  }
+  if (localIndex_[static_cast<size_t>(peer)] >= 0) return false;
+  if (window_ == nullptr) raiseRemote(call, peer, /*loadStore=*/false);
+  return true;
+}
+
+void SymmetricHeap::raiseRemote(const char* call, int peer, bool loadStore) const {
+  const PeerInfo& info = comm_->peerInfo()[static_cast<size_t>(peer)];
+  const PeerInfo& mine = comm_->peerInfo()[static_cast<size_t>(rank_)];
+  // Containers and network namespaces share a hostname: then the host ids tell them apart.
+  const bool sameName = info.hostname == mine.hostname;
+  std::string why;
+  if (loadStore) {
+    why = window_ != nullptr ? "; there is no load/store path to it (vigilPut, vigilGet and vigilPutSignal reach it)"
+                             : std::string();
+  } else {
+    why = cat(", and this communicator's transport, ", comm_->transportName(),
+              ", has no one-sided access to reach it (VIGIL_TRANSPORT=ucx has)");
+  }
+  comm_->error(Errc::SymRemotePeer)
+      .op(call)
+      .peer(peer)
+      .cause("rank ", peer, " runs on another host, '", info.hostname,
+             sameName ? cat("' (host id ", info.hostId, ")") : std::string("'"), ", not on this rank's host '",
+             mine.hostname, sameName ? cat("' (host id ", mine.hostId, ")") : std::string("'"),
+             ": its copy of the symmetric heap is not in this host's memory", why)
+      .raise();
 }
 
 void* SymmetricHeap::peerPtr(const void* ptr, int peer) const {
@@ -614,24 +651,35 @@ void SymmetricHeap::notify(int localPeer) const {
 }
 
 void SymmetricHeap::put(void* dest, const void* source, size_t bytes, int peer) {
-  const Allocation& a = locate("vigilPut", dest, bytes, "dest");
-  uint8_t* part = partOf("vigilPut", peer);
+  constexpr const char* kCall = "vigilPut";
+  locate(kCall, dest, bytes, "dest");
+  const bool far = remote(kCall, peer);
   const size_t offset = static_cast<size_t>(static_cast<uint8_t*>(dest) - mine_);
-  if (bytes > 0 && source == nullptr) comm_->error(Errc::ApiNullArgument).op("vigilPut").cause("source is NULL").raise();
-  begin(Call::Put, peer, offset, bytes);
-  if (bytes > 0) std::memcpy(part + offset, source, bytes);
-  (void)a;
-  end();
+  if (bytes > 0 && source == nullptr) comm_->error(Errc::ApiNullArgument).op(kCall).cause("source is NULL").raise();
+  const CallScope scope(*this, Call::Put, peer, offset, bytes);
+  if (far) {
+    // Returns when `source` may be reused; the data is at the target by this
+    // rank's next vigilQuiet or vigilBarrierAll.
+    if (bytes > 0) window_->put(peer, offset, source, bytes);
+    window_->complete(kCall);
+  } else if (bytes > 0) {
+    std::memcpy(partOf(kCall, peer) + offset, source, bytes);
+  }
 }
 
 void SymmetricHeap::get(void* dest, const void* source, size_t bytes, int peer) {
-  locate("vigilGet", source, bytes, "source");
-  uint8_t* part = partOf("vigilGet", peer);
+  constexpr const char* kCall = "vigilGet";
+  locate(kCall, source, bytes, "source");
+  const bool far = remote(kCall, peer);
   const size_t offset = static_cast<size_t>(static_cast<const uint8_t*>(source) - mine_);
-  if (bytes > 0 && dest == nullptr) comm_->error(Errc::ApiNullArgument).op("vigilGet").cause("dest is NULL").raise();
-  begin(Call::Get, peer, offset, bytes);
-  if (bytes > 0) std::memcpy(dest, part + offset, bytes);
-  end();
+  if (bytes > 0 && dest == nullptr) comm_->error(Errc::ApiNullArgument).op(kCall).cause("dest is NULL").raise();
+  const CallScope scope(*this, Call::Get, peer, offset, bytes);
+  if (far) {
+    if (bytes > 0) window_->get(peer, offset, dest, bytes);
+    window_->complete(kCall);  // the data is here
+  } else if (bytes > 0) {
+    std::memcpy(dest, partOf(kCall, peer) + offset, bytes);
+  }
 }
 
 void SymmetricHeap::putSignal(void* dest, const void* source, size_t bytes, uint64_t* signal, uint64_t value,
@@ -645,10 +693,21 @@ void SymmetricHeap::putSignal(void* dest, const void* source, size_t bytes, uint
   if (reinterpret_cast<uintptr_t>(signal) % alignof(uint64_t) != 0) {
     comm_->error(Errc::SymBadAddress).op(kCall).cause("signal ", static_cast<void*>(signal), " is not 8-byte aligned").raise();
   }
-  uint8_t* part = partOf(kCall, peer);
+  const bool far = remote(kCall, peer);
   if (bytes > 0 && source == nullptr) comm_->error(Errc::ApiNullArgument).op(kCall).cause("source is NULL").raise();
   const size_t sigOffset = static_cast<size_t>(reinterpret_cast<uint8_t*>(signal) - mine_);
-  begin(Call::PutSignal, peer, sigOffset, value);
+  const CallScope scope(*this, Call::PutSignal, peer, sigOffset, value);
+  if (far) {
+    // The data, then (ordered after it by the fence) the signal: a put, or a
+    // remote atomic add. Returns when `source` may be reused; whoever sees
+    // the signal sees the data.
+    if (bytes > 0) window_->put(peer, static_cast<size_t>(static_cast<uint8_t*>(dest) - mine_), source, bytes);
+    window_->fence();
+    window_->signal(peer, sigOffset, value, op == SignalOp::Add);
+    window_->complete(kCall);
+    return;
+  }
+  uint8_t* part = partOf(kCall, peer);
   if (bytes > 0) std::memcpy(part + (static_cast<uint8_t*>(dest) - mine_), source, bytes);
   std::atomic_ref<uint64_t> sig(*reinterpret_cast<uint64_t*>(part + sigOffset));
   if (op == SignalOp::Set) {
@@ -657,27 +716,36 @@ void SymmetricHeap::putSignal(void* dest, const void* source, size_t bytes, uint
     sig.fetch_add(value, std::memory_order_seq_cst);
   }
   notify(localIndex_[static_cast<size_t>(peer)]);
-  end();
 }
 
 void SymmetricHeap::fence() {
   // Puts inside a host are complete when they return; this orders this
   // thread's stores for the other ranks' loads all the same.
   fullFence();
+  if (window_ != nullptr) window_->fence();  // and those to other hosts
 }
 
 void SymmetricHeap::quiet() {
   fullFence();
+  if (window_ != nullptr) {
+    const CallScope scope(*this, Call::Quiet, -1, 0, 0);
+    window_->flush("vigilQuiet");  // every put to another host is at its target
+  }
 }
 
 template <class Ready, class Lagging, class Describe>
 void SymmetricHeap::waitFor(const char* call, Ready&& ready, Lagging&& lagging, Describe&& describe) {
+  // Ranks on other hosts put into this rank's part through the transport,
+  // which (UCX over TCP) writes only while this rank progresses it.
+  RmaWindow* const window = window_.get();
   for (int i = 0; i < spin_; ++i) {
     if (ready()) return;
+    if (window != nullptr) window->progress(0);
     cpuRelax();
   }
   for (int i = 0; i < kYields; ++i) {
     if (ready()) return;
+    if (window != nullptr) window->progress(0);
     sched_yield();
   }
   const CommConfig& config = comm_->config();
@@ -725,6 +793,14 @@ void SymmetricHeap::waitFor(const char* call, Ready&& ready, Lagging&& lagging, 
     }
     const auto left = std::chrono::duration_cast<std::chrono::nanoseconds>(deadline.at() - Clock::now()).count();
     const int64_t ns = std::clamp<int64_t>(left, 0, kSleepCapNs);
+    if (window != nullptr) {
+      // Asleep on the transport's events (a peer's put or signal over the
+      // fabric wakes it); a rank of this host rings the doorbell instead,
+      // which this sleep cannot watch, so it looks again after a short one.
+      const int64_t capMs = localRanks_.size() > 1 ? kMixedSleepCapMs : ns / 1000000;
+      window->progress(static_cast<int>(std::clamp<int64_t>(ns / 1000000, 1, std::max<int64_t>(capMs, 1))));
+      continue;
+    }
     timespec ts{static_cast<time_t>(ns / 1000000000), static_cast<long>(ns % 1000000000)};
     if (bell.seq.load(std::memory_order_seq_cst) == armed) {
       syscall(SYS_futex, reinterpret_cast<uint32_t*>(&bell.seq), FUTEX_WAIT, armed, &ts, nullptr, 0);
@@ -756,7 +832,8 @@ std::string SymmetricHeap::describeRank(int r) const {
       break;
     case Call::Barrier: what = cat(callName(call), " number ", value); break;
     case Call::Alloc: what = cat(callName(call), " of ", value, " bytes"); break;
-    case Call::Free: what = callName(call); break;
+    case Call::Free:
+    case Call::Quiet: what = callName(call); break;
     case Call::AllReduce: what = cat(callName(call), " of ", value, " elements"); break;
     case Call::AllGatherGemm:
     case Call::GemmReduceScatter: what = cat(callName(call), " of ", value, " rows per rank"); break;
@@ -821,9 +898,12 @@ void SymmetricHeap::barrierAll() {
     if (allLocal_) {
       localBarrier(kCall, BarrierKind::BarrierAll, 0, 0);
     } else {
-      // Ranks on several hosts: the communicator's barrier (every put here is complete already).
+      // Ranks on several hosts: this rank's puts to other hosts reach their
+      // targets, then the communicator's barrier over its own transport,
+      // whose waits progress the one-sided accesses of the others' flushes.
       ++barrierEpoch_;
-      comm_->run(OpDesc{.kind = OpKind::Barrier});
+      if (window_ != nullptr) window_->flush(kCall);
+      comm_->run(OpDesc{.kind = OpKind::Barrier, .flat = true});
     }
   } catch (...) {
     end();

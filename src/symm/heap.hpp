@@ -9,9 +9,12 @@
 // signal an atomic store followed by a wake-up of the peer's doorbell if it
 // sleeps.
 //
-// Ordering: a put, get or put-signal is complete when the call returns (the
-// copy is done); vigilFence and vigilQuiet therefore have nothing to wait for
-// inside a host. putSignal's data is visible to whoever observes its signal
+// Ordering: inside a host a put, get or put-signal is complete when the call
+// returns (the copy is done); vigilFence and vigilQuiet therefore have nothing
+// to wait for there. A rank on another host is reached through the
+// transport's one-sided access (window_: UCX put, get, atomic add); such a
+// put returns when its source may be reused and is at its target by the
+// next quiet or barrierAll, which flush. putSignal's data is visible to whoever observes its signal
 // (release store / acquire load). barrierAll orders everything before it on
 // every rank before anything after it.
 //
@@ -39,6 +42,8 @@
 #include "comm/communicator.hpp"
 
 namespace vigil {
+
+class RmaWindow;
 
 enum class SignalOp : int { Set = 0, Add = 1 };
 enum class CmpOp : int { Eq = 0, Ne = 1, Gt = 2, Ge = 3, Lt = 4, Le = 5 };
@@ -146,7 +151,7 @@ class SymmetricHeap : public Communicator::Extension {
   };
   enum class Call : uint32_t {
     None, Alloc, Free, Put, Get, PutSignal, Wait, Barrier, AllReduce, AllGatherGemm, GemmReduceScatter,
-    MoeDispatch, MoeCombine
+    MoeDispatch, MoeCombine, Quiet
   };
 
   // The allocation holding [p, p + bytes) of this rank's copy, or an error naming the overrun.
@@ -202,6 +207,20 @@ class SymmetricHeap : public Communicator::Extension {
   void reduceParts(size_t at, size_t count, vigilDataType_t dtype, vigilRedOp_t op, void* out,
                    const ChunkSink& sink = {});
   uint8_t* part(int localIndex) const;  // local rank's part of the segment
+  // Marks this rank as in a one-sided call (for its peers' wait messages) until destroyed.
+  struct CallScope {
+    CallScope(const SymmetricHeap& h, Call call, int peer, size_t offset, uint64_t value) : heap(h) {
+      heap.begin(call, peer, offset, value);
+    }
+    ~CallScope() { heap.end(); }
+    CallScope(const CallScope&) = delete;
+    CallScope& operator=(const CallScope&) = delete;
+    const SymmetricHeap& heap;
+  };
+  // Whether `peer` (checked: in range) runs on another host; then its copy is
+  // reached over window_ (VG-SYM-004 naming the transport when there is none).
+  bool remote(const char* call, int peer) const;
+  [[noreturn]] void raiseRemote(const char* call, int peer, bool loadStore) const;
   void requireAllLocal(const char* call) const;
   // Waits until ready(); `lagging()` names the ranks still waited for.
   template <class Ready, class Lagging, class Describe>
@@ -223,6 +242,10 @@ class SymmetricHeap : public Communicator::Extension {
   size_t segmentBytes_ = 0;
   uint8_t* mine_ = nullptr;  // this rank's part
   symm::RankLines* lines_ = nullptr;  // by local index
+  // Ranks on other hosts: this rank's part registered for the transport's
+  // one-sided access (UCX), every rank's attached; null when all ranks are
+  // on this host or the transport has none.
+  std::unique_ptr<RmaWindow> window_;
   int spin_ = 16;
   bool sleeperBarrier_ = false;  // see lightSignals() in heap.cpp
   bool lightStores_ = false;

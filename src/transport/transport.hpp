@@ -252,8 +252,22 @@ class RmaDomain {
   // is reported by the next flush.
   virtual void put(RmaTarget& target, size_t offset, const void* source, size_t bytes) = 0;
   virtual void get(RmaTarget& target, size_t offset, void* destination, size_t bytes) = 0;
-  // Waits until every put and get started since the last flush completed.
-  virtual ExchangeFault flush(Deadline deadline, LivenessWatch& watch) = 0;
+  // Starts the update of the aligned 64-bit word at `offset` of the target:
+  // set to `value` (a put) or, with `add`, added to it (a remote atomic).
+  virtual void signal(RmaTarget& target, size_t offset, uint64_t value, bool add) = 0;
+  // The puts, gets and signals started before it reach their targets before
+  // those started after it (ordering, not completion).
+  virtual void fence() = 0;
+  // Waits until every put, get and signal started since the last flush
+  // completed: at their targets (`remote`), or only here (a get's data
+  // arrived, a put's source may be reused) - which over UCX's TCP emulation
+  // needs no further progress of the target.
+  virtual ExchangeFault flush(Deadline deadline, LivenessWatch& watch, bool remote) = 0;
+  // Some fabrics (UCX over TCP) carry out an access on its target only while
+  // the target progresses: a rank that waits for a peer's put calls this.
+  // Returns at once when something progressed, else after up to `waitMs`
+  // of waiting for activity (0: no wait).
+  virtual void progress(int waitMs) = 0;
 };
 
 // A communicator's connection to its peers over one transport.

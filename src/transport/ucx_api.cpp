@@ -86,7 +86,8 @@ Loaded loadOnce() {
       resolve(lib, "ucp_rkey_buffer_release", a.rkeyBufferRelease, l.why) &&
       resolve(lib, "ucp_ep_rkey_unpack", a.epRkeyUnpack, l.why) &&
       resolve(lib, "ucp_rkey_destroy", a.rkeyDestroy, l.why) && resolve(lib, "ucp_put_nbx", a.putNbx, l.why) &&
-      resolve(lib, "ucp_get_nbx", a.getNbx, l.why);
+      resolve(lib, "ucp_get_nbx", a.getNbx, l.why) && resolve(lib, "ucp_atomic_op_nbx", a.atomicOpNbx, l.why) &&
+      resolve(lib, "ucp_worker_fence", a.workerFence, l.why);
   // libucs, loaded with libucp: optional (the lines stay UCX's if absent).
   using PushHandler = void (*)(ucs_log_func_t);
   if (auto push = reinterpret_cast<PushHandler>(::dlsym(lib, "ucs_log_push_handler")); l.ok && push != nullptr) {

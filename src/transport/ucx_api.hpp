@@ -44,6 +44,8 @@ struct Api {
   decltype(&ucp_rkey_destroy) rkeyDestroy;
   decltype(&ucp_put_nbx) putNbx;
   decltype(&ucp_get_nbx) getNbx;
+  decltype(&ucp_atomic_op_nbx) atomicOpNbx;
+  decltype(&ucp_worker_fence) workerFence;
 };
 
 // The loaded API, or null with `why` saying what failed (dlopen's words).

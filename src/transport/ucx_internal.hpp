@@ -106,7 +106,10 @@ class UcxTransport final : public Transport, public RmaDomain {
                                     std::span<const uint8_t> packedKey) override;
   void put(RmaTarget& target, size_t offset, const void* source, size_t bytes) override;
   void get(RmaTarget& target, size_t offset, void* destination, size_t bytes) override;
-  ExchangeFault flush(Deadline deadline, LivenessWatch& watch) override;
+  void signal(RmaTarget& target, size_t offset, uint64_t value, bool add) override;
+  void fence() override;
+  ExchangeFault flush(Deadline deadline, LivenessWatch& watch, bool remote) override;
+  void progress(int waitMs) override;
 
  private:
   class Region;
@@ -118,7 +121,7 @@ class UcxTransport final : public Transport, public RmaDomain {
   };
   void startRma(Target& target, void* req);
   // 1: every started put/get and the flush complete; 0: not yet; -1: failed.
-  int rmaPass(ExchangeFault& fault);
+  int rmaPass(ExchangeFault& fault, bool remote);
   // One transfer in flight.
   struct Op {
     const Transfer* transfer = nullptr;
@@ -216,6 +219,7 @@ class UcxTransport final : public Transport, public RmaDomain {
   bool sentSinceFlush_ = false;
   void* flushReq_ = nullptr;
   std::vector<RmaRequest> rmaRequests_;
+  std::deque<uint64_t> signalValues_;  // the operands of signals in flight (stable addresses)
   void* rmaFlushReq_ = nullptr;
   bool rmaFlushPosted_ = false;
 };

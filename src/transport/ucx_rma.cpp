@@ -1,5 +1,8 @@
 // The ucx transport's one-sided access (Capability::Rma): UCP memory
 // mapping, packed remote keys, put/get and worker flushes.
+#include <poll.h>
+
+#include <atomic>
 #include <cstring>
 
 #include "transport/ucx_internal.hpp"
@@ -76,7 +79,58 @@ void UcxTransport::get(RmaTarget& target, size_t offset, void* destination, size
       t, api_.getNbx(eps_[static_cast<size_t>(t.peer())], destination, bytes, t.address() + offset, t.rkey(), &param));
 }
 
-int UcxTransport::rmaPass(ExchangeFault& fault) {
+void UcxTransport::signal(RmaTarget& target, size_t offset, uint64_t value, bool add) {
+  auto& t = static_cast<Target&>(target);
+  if (t.rkey() == nullptr) {
+    std::atomic_ref<uint64_t> word(*reinterpret_cast<uint64_t*>(t.address() + offset));
+    if (add) {
+      word.fetch_add(value, std::memory_order_seq_cst);
+    } else {
+      word.store(value, std::memory_order_seq_cst);
+    }
+    return;
+  }
+  ucp_ep_h ep = eps_[static_cast<size_t>(t.peer())];
+  if (!add) {
+    // The operand must stay valid until the put completes: kept with the request.
+    signalValues_.push_back(value);
+    ucp_request_param_t param{};
+    startRma(t, api_.putNbx(ep, &signalValues_.back(), sizeof(uint64_t), t.address() + offset, t.rkey(), &param));
+    return;
+  }
+  signalValues_.push_back(value);
+  ucp_request_param_t param{};
+  param.op_attr_mask = UCP_OP_ATTR_FIELD_DATATYPE;
+  param.datatype = ucp_dt_make_contig(sizeof(uint64_t));
+  startRma(t, api_.atomicOpNbx(ep, UCP_ATOMIC_OP_ADD, &signalValues_.back(), 1, t.address() + offset, t.rkey(),
+                               &param));
+}
+
+void UcxTransport::fence() {
+  if (const ucs_status_t st = api_.workerFence(worker_); st != UCS_OK) {
+    ErrorBuilder(Errc::NetUcx)
+        .rank(rank_, nranks_)
+        .op("window fence")
+        .cause("ordering one-sided accesses: UCX says \"", api_.statusString(st), "\"")
+        .raise();
+  }
+}
+
+void UcxTransport::progress(int waitMs) {
+  if (api_.workerProgress(worker_) != 0) {
+    progressAll();
+    return;
+  }
+  if (waitMs <= 0) return;
+  // Nothing moved: sleep until the worker has events (or the time is up).
+  if (api_.workerArm(worker_) == UCS_OK) {
+    pollfd pfd{efd_, POLLIN, 0};
+    ::poll(&pfd, 1, waitMs);
+  }
+  progressAll();
+}
+
+int UcxTransport::rmaPass(ExchangeFault& fault, bool remote) {
   for (size_t i = 0; i < rmaRequests_.size();) {
     RmaRequest& r = rmaRequests_[i];
     const ucs_status_t st = settle(r.req);
@@ -96,6 +150,8 @@ int UcxTransport::rmaPass(ExchangeFault& fault) {
     rmaRequests_.pop_back();
   }
   if (!rmaRequests_.empty()) return 0;
+  signalValues_.clear();  // every signal's operand was sent
+  if (!remote) return 1;
   // A put is complete for UCX once its source may be reused; the flush
   // waits until it is in the target's memory.
   if (!rmaFlushPosted_) {
@@ -113,8 +169,8 @@ int UcxTransport::rmaPass(ExchangeFault& fault) {
   return 1;
 }
 
-ExchangeFault UcxTransport::flush(Deadline deadline, LivenessWatch& watch) {
-  ExchangeFault fault = waitFor([this](ExchangeFault& f) { return rmaPass(f); },
+ExchangeFault UcxTransport::flush(Deadline deadline, LivenessWatch& watch, bool remote) {
+  ExchangeFault fault = waitFor([this, remote](ExchangeFault& f) { return rmaPass(f, remote); },
                                 [this](int peer) {
                                   for (const RmaRequest& r : rmaRequests_) {
                                     if (r.peer == peer) return true;
@@ -133,6 +189,7 @@ ExchangeFault UcxTransport::flush(Deadline deadline, LivenessWatch& watch) {
       if (r.req != nullptr) api_.requestFree(r.req);
     }
     rmaRequests_.clear();
+    signalValues_.clear();
     if (rmaFlushReq_ != nullptr && !UCS_PTR_IS_ERR(rmaFlushReq_)) api_.requestFree(rmaFlushReq_);
     rmaFlushReq_ = nullptr;
     rmaFlushPosted_ = false;

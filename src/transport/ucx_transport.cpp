@@ -77,7 +77,7 @@ void UcxTransport::createWorker() {
   if (ports.empty() && !sharedMemoryOnly_) adjust("RNDV_SCHEME", "put_zcopy", "no RDMA device here");
   ucp_params_t params{};
   params.field_mask = UCP_PARAM_FIELD_FEATURES | UCP_PARAM_FIELD_ESTIMATED_NUM_EPS;
-  params.features = UCP_FEATURE_TAG | UCP_FEATURE_WAKEUP | UCP_FEATURE_RMA;
+  params.features = UCP_FEATURE_TAG | UCP_FEATURE_WAKEUP | UCP_FEATURE_RMA | UCP_FEATURE_AMO64;
   params.estimated_num_eps = static_cast<size_t>(nranks_);
   const ucs_status_t initStatus = api_.initVersion(UCP_API_MAJOR, UCP_API_MINOR, &params, config, &context_);
   api_.configRelease(config);
