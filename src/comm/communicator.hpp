@@ -129,7 +129,7 @@ class Communicator : public algo::LoadStoreRunner, public algo::HierarchicalRunn
   // `remote`: complete at the targets, else only here (RmaWindow::complete).
   void flushRma(const char* label = "window flush", bool remote = true);
   // RmaWindow::progress.
-  void progressRma(int waitMs);
+  bool progressRma(int waitMs);
 
   // ---- Waits outside an operation (symmetric memory: symm/) ----
   // Readable for good once the communicator is aborted, destroyed or broken.

@@ -59,8 +59,8 @@ void RmaWindow::complete(const char* label) {
   comm_.flushRma(label, /*remote=*/false);
 }
 
-void RmaWindow::progress(int waitMs) {
-  comm_.progressRma(waitMs);
+bool RmaWindow::progress(int waitMs) {
+  return comm_.progressRma(waitMs);
 }
 
 std::unique_ptr<RmaWindow> Communicator::createWindow(void* base, size_t bytes) {
@@ -99,10 +99,12 @@ std::unique_ptr<RmaWindow> Communicator::createWindow(void* base, size_t bytes) 
   return std::make_unique<RmaWindow>(*this, *domain, std::move(mine), std::move(targets));
 }
 
-void Communicator::progressRma(int waitMs) {
+bool Communicator::progressRma(int waitMs) {
   std::unique_lock lock(opMutex_, std::try_to_lock);
-  if (!lock.owns_lock() || state_.load() != State::Active) return;
-  transport_->rma()->progress(waitMs);
+  if (!lock.owns_lock() || state_.load() != State::Active) return false;
+  const int wake[2] = {stopFd(), peerEventFd()};
+  transport_->rma()->progress(waitMs, wake);
+  return true;
 }
 
 void Communicator::flushRma(const char* label, bool remote) {

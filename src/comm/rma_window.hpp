@@ -45,9 +45,10 @@ class RmaWindow {
   void complete(const char* label);
   // Lets the transport carry out accesses of peers to this rank's part (see
   // RmaDomain::progress); waits up to `waitMs` for activity when nothing
-  // moved. Does nothing while another thread runs an operation of the
-  // communicator (that operation progresses the transport).
-  void progress(int waitMs);
+  // moved, or until the communicator stops or a peer changes. Returns false
+  // at once while another thread runs an operation of the communicator
+  // (that operation progresses the transport).
+  bool progress(int waitMs);
 
  private:
   void check(const char* what, int rank, size_t offset, size_t bytes) const;

@@ -795,13 +795,18 @@ void SymmetricHeap::waitFor(const char* call, Ready&& ready, Lagging&& lagging, 
     const int64_t ns = std::clamp<int64_t>(left, 0, kSleepCapNs);
     if (window != nullptr) {
       // Asleep on the transport's events (a peer's put or signal over the
-      // fabric wakes it); a rank of this host rings the doorbell instead,
-      // which this sleep cannot watch, so it looks again after a short one.
+      // fabric wakes it), the stop and the peer-change fds; a rank of this
+      // host rings the doorbell instead, which this sleep cannot watch, so
+      // it looks again after a short one.
       const int64_t capMs = localRanks_.size() > 1 ? kMixedSleepCapMs : ns / 1000000;
-      window->progress(static_cast<int>(std::clamp<int64_t>(ns / 1000000, 1, std::max<int64_t>(capMs, 1))));
-      continue;
+      if (window->progress(static_cast<int>(std::clamp<int64_t>(ns / 1000000, 1, std::max<int64_t>(capMs, 1))))) {
+        continue;
+      }
+      // Another thread runs an operation (and progresses the transport):
+      // the doorbell below, briefly.
     }
-    timespec ts{static_cast<time_t>(ns / 1000000000), static_cast<long>(ns % 1000000000)};
+    const int64_t sleepNs = window != nullptr ? std::min<int64_t>(ns, kMixedSleepCapMs * 1000000) : ns;
+    timespec ts{static_cast<time_t>(sleepNs / 1000000000), static_cast<long>(sleepNs % 1000000000)};
     if (bell.seq.load(std::memory_order_seq_cst) == armed) {
       syscall(SYS_futex, reinterpret_cast<uint32_t*>(&bell.seq), FUTEX_WAIT, armed, &ts, nullptr, 0);
     }

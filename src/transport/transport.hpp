@@ -266,8 +266,9 @@ class RmaDomain {
   // Some fabrics (UCX over TCP) carry out an access on its target only while
   // the target progresses: a rank that waits for a peer's put calls this.
   // Returns at once when something progressed, else after up to `waitMs`
-  // of waiting for activity (0: no wait).
-  virtual void progress(int waitMs) = 0;
+  // of waiting for activity or for one of `wakeFds` to become readable (0:
+  // no wait).
+  virtual void progress(int waitMs, std::span<const int> wakeFds) = 0;
 };
 
 // A communicator's connection to its peers over one transport.

@@ -109,7 +109,7 @@ class UcxTransport final : public Transport, public RmaDomain {
   void signal(RmaTarget& target, size_t offset, uint64_t value, bool add) override;
   void fence() override;
   ExchangeFault flush(Deadline deadline, LivenessWatch& watch, bool remote) override;
-  void progress(int waitMs) override;
+  void progress(int waitMs, std::span<const int> wakeFds) override;
 
  private:
   class Region;

@@ -116,16 +116,23 @@ void UcxTransport::fence() {
   }
 }
 
-void UcxTransport::progress(int waitMs) {
+void UcxTransport::progress(int waitMs, std::span<const int> wakeFds) {
   if (api_.workerProgress(worker_) != 0) {
     progressAll();
     return;
   }
   if (waitMs <= 0) return;
-  // Nothing moved: sleep until the worker has events (or the time is up).
-  if (api_.workerArm(worker_) == UCS_OK) {
-    pollfd pfd{efd_, POLLIN, 0};
-    ::poll(&pfd, 1, waitMs);
+  // Nothing moved: sleep until the worker has events, a wake fd fires, or
+  // the time is up. Busy (events came in since the progress): no sleep.
+  const ucs_status_t armed = api_.workerArm(worker_);
+  if (armed != UCS_ERR_BUSY) {
+    pollfd pfds[4];
+    nfds_t n = 0;
+    if (armed == UCS_OK) pfds[n++] = {efd_, POLLIN, 0};  // else (a failed arm): sleep on the others alone
+    for (int fd : wakeFds) {
+      if (fd >= 0 && n < 4) pfds[n++] = {fd, POLLIN, 0};
+    }
+    ::poll(pfds, n, waitMs);
   }
   progressAll();
 }
