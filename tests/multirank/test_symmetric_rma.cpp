@@ -6,7 +6,12 @@
 // refused with VG-SYM-004 naming the transport, and nothing is written.
 #include <gtest/gtest.h>
 
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include <atomic>
 #include <cstring>
+#include <fstream>
 #include <functional>
 #include <string>
 #include <thread>
@@ -27,26 +32,23 @@ bool contains(const std::string& text, const std::string& part) {
 
 constexpr int kRanks = 4;
 
-int hostOf(int rank) {
-  return rank / 2;
-}
-
-// body(rank, heap) on kRanks thread-ranks over `transport`, two per declared host.
-void onTwoHosts(TransportKind transport, const std::function<void(int, SymmetricHeap&)>& body, int timeoutMs = 60000) {
+// body(rank, heap) on `ranks` thread-ranks over `transport`, `perHost` per declared host.
+void onHosts(int ranks, int perHost, TransportKind transport,
+             const std::function<void(int, Communicator&, SymmetricHeap&)>& body, int timeoutMs = 60000) {
   vigilRootInfo info = test::newRootInfo();
   const RootInfo root = RootInfo::decode(info);
   CommConfig config = CommConfig::resolve(nullptr, processConfig());
   config.transport = transport;
   config.timeoutMs = timeoutMs;
   std::vector<std::thread> threads;
-  for (int r = 0; r < kRanks; ++r) {
+  for (int r = 0; r < ranks; ++r) {
     threads.emplace_back([&, r] {
       InitOverrides overrides;
-      overrides.hostId = "host-" + std::to_string(hostOf(r));
+      overrides.hostId = "host-" + std::to_string(r / perHost);
       std::shared_ptr<Communicator> comm;
       try {
-        comm = Communicator::create(kRanks, root, r, config, overrides);
-        body(r, *SymmetricHeap::of(*comm, /*create=*/true));
+        comm = Communicator::create(ranks, root, r, config, overrides);
+        body(r, *comm, *SymmetricHeap::of(*comm, /*create=*/true));
       } catch (const Error& e) {
         ADD_FAILURE() << "rank " << r << ": " << e.text();
       }
@@ -54,6 +56,11 @@ void onTwoHosts(TransportKind transport, const std::function<void(int, Symmetric
     });
   }
   for (auto& t : threads) t.join();
+}
+
+// body(rank, heap) on kRanks thread-ranks over `transport`, two per declared host.
+void onTwoHosts(TransportKind transport, const std::function<void(int, SymmetricHeap&)>& body, int timeoutMs = 60000) {
+  onHosts(kRanks, 2, transport, [&](int rank, Communicator&, SymmetricHeap& heap) { body(rank, heap); }, timeoutMs);
 }
 
 #if VIGIL_TEST_UCX
@@ -173,6 +180,71 @@ TEST(SymmetricAcrossHosts, WaitTimeoutNamesThePeerOnTheOtherHost) {
         heap.free(word);
       },
       /*timeoutMs=*/1500);
+}
+
+// True when the kernel reports thread `tid` of this process asleep (state S).
+bool threadSleeps(pid_t tid) {
+  std::ifstream stat("/proc/self/task/" + std::to_string(tid) + "/stat");
+  std::string line;
+  std::getline(stat, line);
+  const size_t close = line.rfind(')');
+  return close != std::string::npos && close + 2 < line.size() && line[close + 2] == 'S';
+}
+
+// A peer on the other host that leaves ends the wait on it with its error.
+TEST(SymmetricAcrossHosts, APeerOnAnotherHostThatLeavesEndsTheWait) {
+  onTwoHosts(TransportKind::Ucx, [&](int rank, SymmetricHeap& heap) {
+    auto* word = static_cast<uint64_t*>(heap.alloc(sizeof(uint64_t)));
+    heap.barrierAll();
+    if (rank == 2) {
+      heap.comm().destroy();  // leaves while rank 0 waits for its signal
+      return;
+    }
+    if (rank != 0) return;  // ranks 1 and 3 leave too, once done
+    try {
+      heap.waitUntil(word, CmpOp::Ge, 1, 2);
+      ADD_FAILURE() << "the wait returned";
+    } catch (const Error& e) {
+      EXPECT_EQ(e.errc(), Errc::PeerLeft) << e.text();
+      EXPECT_TRUE(contains(e.text(), "vigilSignalWaitUntil")) << e.text();
+      EXPECT_TRUE(contains(e.text(), "rank 2")) << e.text();
+    }
+  });
+}
+
+// An abort from another thread wakes a waiter asleep on the UCX worker's
+// events (one rank per host: no doorbell to look at meanwhile), and the
+// peer on the other host that waits on the aborted rank hears of it.
+TEST(SymmetricAcrossHosts, AbortFromAnotherThreadWakesAWaiterAsleepOnTheFabric) {
+  onHosts(2, 1, TransportKind::Ucx, [&](int rank, Communicator& comm, SymmetricHeap& heap) {
+    auto* word = static_cast<uint64_t*>(heap.alloc(sizeof(uint64_t)));
+    heap.barrierAll();
+    if (rank == 1) {
+      try {
+        heap.waitUntil(word, CmpOp::Eq, 7, 0);
+        ADD_FAILURE() << "rank 1: the wait returned";
+      } catch (const Error& e) {
+        EXPECT_TRUE(contains(e.text(), "rank 0")) << e.text();
+        EXPECT_TRUE(contains(e.text(), "test stops the wait")) << e.text();
+      }
+      return;
+    }
+    std::atomic<pid_t> waiterTid{0};
+    std::string text;
+    std::thread waiter([&] {
+      waiterTid = static_cast<pid_t>(::syscall(SYS_gettid));
+      try {
+        heap.waitUntil(word, CmpOp::Eq, 7, 1);
+      } catch (const Error& e) {
+        text = e.text();
+      }
+    });
+    while (waiterTid == 0 || !threadSleeps(waiterTid)) std::this_thread::yield();
+    comm.abort("test stops the wait");
+    waiter.join();
+    EXPECT_TRUE(contains(text, "VG-COMM-001")) << text;
+    EXPECT_TRUE(contains(text, "test stops the wait")) << text;
+  });
 }
 
 #endif  // VIGIL_TEST_UCX
