@@ -91,19 +91,16 @@ void UcxTransport::signal(RmaTarget& target, size_t offset, uint64_t value, bool
     return;
   }
   ucp_ep_h ep = eps_[static_cast<size_t>(t.peer())];
+  // The operand must stay valid until its request completes (the next flush).
+  const uint64_t* operand = &signalValues_.emplace_back(value);
+  ucp_request_param_t param{};
   if (!add) {
-    // The operand must stay valid until the put completes: kept with the request.
-    signalValues_.push_back(value);
-    ucp_request_param_t param{};
-    startRma(t, api_.putNbx(ep, &signalValues_.back(), sizeof(uint64_t), t.address() + offset, t.rkey(), &param));
+    startRma(t, api_.putNbx(ep, operand, sizeof(uint64_t), t.address() + offset, t.rkey(), &param));
     return;
   }
-  signalValues_.push_back(value);
-  ucp_request_param_t param{};
   param.op_attr_mask = UCP_OP_ATTR_FIELD_DATATYPE;
   param.datatype = ucp_dt_make_contig(sizeof(uint64_t));
-  startRma(t, api_.atomicOpNbx(ep, UCP_ATOMIC_OP_ADD, &signalValues_.back(), 1, t.address() + offset, t.rkey(),
-                               &param));
+  startRma(t, api_.atomicOpNbx(ep, UCP_ATOMIC_OP_ADD, operand, 1, t.address() + offset, t.rkey(), &param));
 }
 
 void UcxTransport::fence() {
