@@ -649,20 +649,21 @@ void dispatch(const std::shared_ptr<Communicator>& commPtr, const vigilMoeConfig
   into.localExperts = plan.localExperts;
 
   planRoutes(plan);
+  std::optional<SymmetricHeap::KernelScope> scope;
   if (symmetric) {
-    SymmetricHeap& heap = *symmetricOut.heap;
-    const SymmetricHeap::KernelScope scope(heap, false, dispatchId);
+    scope.emplace(*symmetricOut.heap, false, dispatchId);
     gatherCounts(comm, plan, symmetricOut.rows);
-    layOutReceive(comm, plan);
-    layOutStaging(plan);
-    writeRowsSymmetric(plan, symmetricOut, workspace);
-    heap.kernelBarrier("vigilMoeDispatch", SymmetricHeap::KernelStage::MoeDispatchExit,
-                       symm::fingerprintOf({into.configDigest, dispatchId}), dispatchId);
   } else {
     into.peerBlockStart.clear();
     exchangeCounts(comm, plan);
-    layOutReceive(comm, plan);
-    layOutStaging(plan);
+  }
+  layOutReceive(comm, plan);
+  layOutStaging(plan);
+  if (symmetric) {
+    writeRowsSymmetric(plan, symmetricOut, workspace);
+    symmetricOut.heap->kernelBarrier("vigilMoeDispatch", SymmetricHeap::KernelStage::MoeDispatchExit,
+                                     symm::fingerprintOf({into.configDigest, dispatchId}), dispatchId);
+  } else {
     exchangeRows(comm, plan, workspace);
   }
   *argsPtr->recvRows = plan.recvRows;

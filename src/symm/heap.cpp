@@ -560,10 +560,6 @@ std::optional<SymmetricHeap::Place> SymmetricHeap::placeOf(const void* p, size_t
   return Place{offset, end - offset};
 }
 
-SymmetricHeap::KernelScope::KernelScope(const SymmetricHeap& heap, bool combine, uint64_t number) : heap_(heap) {
-  heap_.begin(combine ? Call::MoeCombine : Call::MoeDispatch, -1, 0, number);
-}
-
 std::string SymmetricHeap::describeAllocation(const Allocation& a) const {
   return cat("symmetric allocation #", a.id, " (", a.bytes, " bytes at heap offset ", a.offset, ")");
 }

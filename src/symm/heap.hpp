@@ -126,16 +126,7 @@ class SymmetricHeap : public Communicator::Extension {
   enum class KernelStage : uint8_t { MoeDispatchExit = 8, MoeCombineEntry = 9, MoeCombineExit = 10 };
   // Marks this rank as in `call` (MoE dispatch or combine number `number`)
   // for the wait messages of its peers, until destroyed.
-  class KernelScope {
-   public:
-    KernelScope(const SymmetricHeap& heap, bool combine, uint64_t number);
-    ~KernelScope() { heap_.end(); }
-    KernelScope(const KernelScope&) = delete;
-    KernelScope& operator=(const KernelScope&) = delete;
-
-   private:
-    const SymmetricHeap& heap_;
-  };
+  class KernelScope;  // defined below the class
   // A barrier of every rank (all on this host) at a kernel's `stage`: every
   // rank must be at the same stage with the same `fingerprint` (else
   // VG-SYM-001); `number` names the call (the dispatch number).
@@ -256,6 +247,16 @@ class SymmetricHeap : public Communicator::Extension {
   std::map<size_t, Allocation> live_;      // offset -> allocation
   std::vector<uint8_t> scratch_;           // kernels' chunk buffer
   mutable const Allocation* lastFound_ = nullptr;  // locate()'s last answer (cleared by free)
+};
+
+// A one-sided call scope (CallScope) for the MoE calls.
+class SymmetricHeap::KernelScope {
+ public:
+  KernelScope(const SymmetricHeap& heap, bool combine, uint64_t number)
+      : scope_(heap, combine ? Call::MoeCombine : Call::MoeDispatch, -1, 0, number) {}
+
+ private:
+  CallScope scope_;
 };
 
 }  // namespace vigil
