@@ -111,7 +111,8 @@ class SymmPerf {
     }
     spansHosts_ = spansHosts();
     if (rank_ == 0 && spansHosts_ && !o_.json) {
-      std::printf("# ranks on several hosts: one-sided rows only (the kernels need one host); put includes vigilQuiet\n");
+      std::printf(
+          "# ranks on several hosts: one-sided rows only (the kernels need one host); put includes vigilQuiet\n");
     }
     oneSided();
     if (nranks_ >= 2) pingPong();

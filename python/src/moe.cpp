@@ -224,8 +224,9 @@ void prepareDispatch(DispatchCall& call, const Comm& comm, const MoeConfig& conf
     call.expandScales = newArray(py::dtype("float32"), {capacity});
     call.dynamicScales = newArray(py::dtype("float32"), {quantised ? capacity : 0});
   } else if (call.expandX.dtype().itemsize() != (quantised ? 1 : xs.dtype().itemsize())) {
-    refuse("VG-PY-001", where, "x's elements are " + std::to_string(xs.dtype().itemsize()) + " bytes, not " +
-                                   std::to_string(call.expandX.dtype().itemsize()),
+    refuse("VG-PY-001", where,
+           "x's elements are " + std::to_string(xs.dtype().itemsize()) + " bytes, not " +
+               std::to_string(call.expandX.dtype().itemsize()),
            "pass x as a numpy array of its element type");
   }
   call.tokenNums = newArray(py::dtype("int64"), {L});

@@ -126,10 +126,6 @@ size_t Comm::collectSymmetric(const std::string& op) {
   return freed;
 }
 
-namespace {
-
-}  // namespace
-
 py::array symmetricEmpty(const std::shared_ptr<Comm>& self, const std::vector<py::ssize_t>& shape,
                          const py::dtype& dtype) {
   const Where where = self->where("symmetric_empty");
@@ -151,7 +147,8 @@ py::array symmetricEmpty(const std::shared_ptr<Comm>& self, const std::vector<py
 
 namespace {
 
-py::array symmetricEmptyArgs(const std::shared_ptr<Comm>& self, const py::object& shapeArg, const py::object& dtypeArg) {
+py::array symmetricEmptyArgs(const std::shared_ptr<Comm>& self, const py::object& shapeArg,
+                             const py::object& dtypeArg) {
   return symmetricEmpty(self, shapeFrom(shapeArg), py::dtype::from_args(dtypeArg));
 }
 
@@ -298,9 +295,10 @@ py::array gemmReduceScatter(const std::shared_ptr<Comm>& self, const py::array& 
     refuse("VG-PY-001", where, "a has " + std::to_string(m) + " rows, not a multiple of the " + std::to_string(nranks) + " ranks");
   }
   const size_t rows = m / nranks;
-  py::array workspace = workspaceArg.is_none()
-                            ? symmetricEmpty(self, {static_cast<py::ssize_t>(m), static_cast<py::ssize_t>(n)}, a.dtype())
-                            : symmetricArray(*self, py::reinterpret_borrow<py::array>(workspaceArg), "workspace", where, true);
+  py::array workspace =
+      workspaceArg.is_none()
+          ? symmetricEmpty(self, {static_cast<py::ssize_t>(m), static_cast<py::ssize_t>(n)}, a.dtype())
+          : symmetricArray(*self, py::reinterpret_borrow<py::array>(workspaceArg), "workspace", where, true);
   py::array out(a.dtype(), std::vector<py::ssize_t>{static_cast<py::ssize_t>(rows), static_cast<py::ssize_t>(n)});
   vigilComm_t comm = self->handle("gemm_reduce_scatter");
   check(self->interruptible("gemm_reduce_scatter", [&] {

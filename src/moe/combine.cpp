@@ -166,8 +166,7 @@ void sumPerToken(const vigilMoeConfig& cfg, const Handle& h, const vigilMoeCombi
 
 // The key (agree()) of expert outputs in the symmetric heap, for a handle
 // whose dispatch ran on symmetric buffers; -1 otherwise.
-int64_t symmetricKey(Communicator& comm, const Handle& h, const vigilMoeCombineArgs& a, size_t rowBytes,
-                     size_t* at) {
+int64_t symmetricKey(Communicator& comm, const Handle& h, const vigilMoeCombineArgs& a, size_t rowBytes, size_t* at) {
   if (h.peerBlockStart.empty()) return -1;
   const SymmetricHeap* heap = SymmetricHeap::of(comm, false);
   if (heap == nullptr || !heap->allLocal()) return -1;

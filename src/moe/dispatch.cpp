@@ -538,7 +538,8 @@ SymmetricOutputs symmetricOutputs(Communicator& comm, const vigilMoeConfig& cfg,
   size_t fit = x->room / rowBytes;
   constexpr size_t kNone = ~size_t{0};
   size_t scales = kNone, dynamic = kNone;
-  for (auto [ptr, at] : {std::pair{a.expandScales, &scales}, std::pair{quantised ? a.dynamicScales : nullptr, &dynamic}}) {
+  for (auto [ptr, at] :
+       {std::pair{a.expandScales, &scales}, std::pair{quantised ? a.dynamicScales : nullptr, &dynamic}}) {
     if (ptr == nullptr) continue;
     const auto place = heap->placeOf(ptr, rows * sizeof(float));
     if (!place) return out;
@@ -565,8 +566,8 @@ void gatherCounts(Communicator& comm, DispatchPlan& plan, int64_t rowsThatFit) {
   const int64_t L = plan.localExperts;
   const auto n = toSize(h.destBase[toSize(W)]);
   std::vector<int64_t> all(toSize(W) * n);
-  comm.run(OpDesc{.kind = OpKind::AllGather, .send = h.sendCount.data(), .recv = all.data(), .count = n,
-                  .dtype = vigilInt64});
+  comm.run(OpDesc{
+      .kind = OpKind::AllGather, .send = h.sendCount.data(), .recv = all.data(), .count = n, .dtype = vigilInt64});
   auto count = [&](int source, int64_t i) { return all[toSize(source) * n + toSize(i)]; };
   plan.recvCount.assign(toSize(W * L), 0);
   for (int r = 0; r < W; ++r) {
@@ -631,9 +632,8 @@ void dispatch(const std::shared_ptr<Communicator>& commPtr, const vigilMoeConfig
   }
   SymmetricOutputs symmetricOut;
   if (!own) symmetricOut = symmetricOutputs(comm, *cfgPtr, *argsPtr);
-  const bool symmetric =
-      agree(comm, "vigilMoeDispatch", cfgPtr, argsPtr ? static_cast<int64_t>(argsPtr->xType) : -1,
-            static_cast<int64_t>(dispatchId), "the dispatch number", own, symmetricOut.key);
+  const bool symmetric = agree(comm, "vigilMoeDispatch", cfgPtr, argsPtr ? static_cast<int64_t>(argsPtr->xType) : -1,
+                               static_cast<int64_t>(dispatchId), "the dispatch number", own, symmetricOut.key);
 
   // Every rank passed its checks and agrees: from here on, outputs are written.
   DispatchPlan plan(comm, *cfgPtr, *argsPtr, into);

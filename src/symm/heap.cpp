@@ -944,8 +944,7 @@ void SymmetricHeap::raiseMismatch(const char* call, uint64_t epoch, BarrierKind 
   b.op(call).peer(r);
   if (sameCall && kind >= BarrierKind::MoeDispatchExit) {
     b.cause("this rank runs ", call, " number ", count, " on symmetric buffers and rank ", r, " runs number ",
-            lines_[index].count[epoch & 1].load(std::memory_order_relaxed),
-            " (or with another config); ", unwritten);
+            lines_[index].count[epoch & 1].load(std::memory_order_relaxed), " (or with another config); ", unwritten);
   } else if (sameCall) {
     const char* unit = kind == BarrierKind::AllReduceEntry || kind == BarrierKind::AllReduceExit
                            ? " elements"

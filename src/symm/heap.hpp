@@ -141,8 +141,20 @@ class SymmetricHeap : public Communicator::Extension {
     uint64_t id;   // 1 for the first vigilMemAlloc, ...
   };
   enum class Call : uint32_t {
-    None, Alloc, Free, Put, Get, PutSignal, Wait, Barrier, AllReduce, AllGatherGemm, GemmReduceScatter,
-    MoeDispatch, MoeCombine, Quiet
+    None,
+    Alloc,
+    Free,
+    Put,
+    Get,
+    PutSignal,
+    Wait,
+    Barrier,
+    AllReduce,
+    AllGatherGemm,
+    GemmReduceScatter,
+    MoeDispatch,
+    MoeCombine,
+    Quiet
   };
 
   // The allocation holding [p, p + bytes) of this rank's copy, or an error naming the overrun.

@@ -96,7 +96,8 @@ int main() {
       for (size_t i = 0; i < kBytes; ++i) same &= data[i] == static_cast<uint8_t>(from * 17 + round * 5 + i);
       expect(same, "round " + std::to_string(round) + ": the data put by rank " + std::to_string(from) +
                        " on another host, before its signal");
-      expect(vigilBarrierAll(comm, nullptr) == vigilSuccess, std::string("vigilBarrierAll: ") + vigilGetLastError(comm));
+      expect(vigilBarrierAll(comm, nullptr) == vigilSuccess,
+             std::string("vigilBarrierAll: ") + vigilGetLastError(comm));
     }
     std::vector<uint8_t> block(kBytes, static_cast<uint8_t>(rank + 1));
     expect(vigilPut(data, block.data(), kBytes, remote, comm, nullptr) == vigilSuccess,

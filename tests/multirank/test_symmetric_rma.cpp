@@ -5,7 +5,6 @@
 // fence and flush; over TCP (no one-sided access) the same calls are
 // refused with VG-SYM-004 naming the transport, and nothing is written.
 #include <gtest/gtest.h>
-
 #include <sys/syscall.h>
 #include <unistd.h>
 
@@ -60,7 +59,8 @@ void onHosts(int ranks, int perHost, TransportKind transport,
 
 // body(rank, heap) on kRanks thread-ranks over `transport`, two per declared host.
 void onTwoHosts(TransportKind transport, const std::function<void(int, SymmetricHeap&)>& body, int timeoutMs = 60000) {
-  onHosts(kRanks, 2, transport, [&](int rank, Communicator&, SymmetricHeap& heap) { body(rank, heap); }, timeoutMs);
+  onHosts(
+      kRanks, 2, transport, [&](int rank, Communicator&, SymmetricHeap& heap) { body(rank, heap); }, timeoutMs);
 }
 
 #if VIGIL_TEST_UCX
