@@ -219,15 +219,10 @@ void prepareDispatch(DispatchCall& call, const Comm& comm, const MoeConfig& conf
   const int64_t capacity = std::max<int64_t>(vigilMoeRequiredRows(&cfg, comm.rank()), 0);
   const int64_t L = config.localExperts(comm.size(), comm.rank());
   const bool quantised = cfg.quantMode == vigilMoeQuantDynamicInt8;
-  if (call.symmetricRows == 0) {
+  if (call.symmetricRows == 0) {  // else made in the heap already, from x's element type
     call.expandX = newArray(quantised ? py::dtype("int8") : xs.dtype(), {capacity, H});
     call.expandScales = newArray(py::dtype("float32"), {capacity});
     call.dynamicScales = newArray(py::dtype("float32"), {quantised ? capacity : 0});
-  } else if (call.expandX.dtype().itemsize() != (quantised ? 1 : xs.dtype().itemsize())) {
-    refuse("VG-PY-001", where,
-           "x's elements are " + std::to_string(xs.dtype().itemsize()) + " bytes, not " +
-               std::to_string(call.expandX.dtype().itemsize()),
-           "pass x as a numpy array of its element type");
   }
   call.tokenNums = newArray(py::dtype("int64"), {L});
   call.recvCounts = newArray(py::dtype("int32"), {L, static_cast<py::ssize_t>(comm.size())});
