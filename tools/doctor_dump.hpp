@@ -50,6 +50,9 @@ std::string describeOp(const DumpEntry& entry);
 // "0", "0,2", "0-7,9": short enough for thousands of ranks.
 std::string joinRanks(const std::vector<int>& ranks);
 
+// "  label: text" wrapped at 100 columns, the text of every line starting at column indent.
+void printWrapped(const std::string& label, const std::string& text, size_t indent);
+
 // Subcommands; each returns the process exit code.
 int runExplain(const std::string& id, const std::string& docsPath);
 int runDumps(const std::vector<std::string>& files);

@@ -76,16 +76,18 @@ std::vector<Field> parseSection(const std::vector<std::string>& lines) {
   return fields;
 }
 
-void printWrapped(const std::string& label, const std::string& text) {
-  std::string line = "  " + (label.empty() ? "" : label + ":");
-  line.resize(kIndent, ' ');
+}  // namespace
+
+void printWrapped(const std::string& label, const std::string& text, size_t indent) {
+  std::string line = "  " + label;
+  line.resize(std::max(indent, line.size() + 1), ' ');
   std::istringstream words(text);
   std::string word;
   bool lineHasWord = false;
   while (words >> word) {
     if (lineHasWord && line.size() + 1 + word.size() > kWidth) {
       std::cout << line << "\n";
-      line = std::string(kIndent, ' ');
+      line = std::string(indent, ' ');
       lineHasWord = false;
     }
     line += (lineHasWord ? " " : "") + word;
@@ -93,8 +95,6 @@ void printWrapped(const std::string& label, const std::string& text) {
   }
   std::cout << line << "\n";
 }
-
-}  // namespace
 
 int runExplain(const std::string& rawId, const std::string& docsPath) {
   std::string id = rawId;
@@ -134,7 +134,8 @@ int runExplain(const std::string& rawId, const std::string& docsPath) {
     return 2;
   }
   std::cout << id << "\n";
-  for (const Field& field : parseSection(section)) printWrapped(field.label, field.text);
+  for (const Field& field : parseSection(section))
+    printWrapped(field.label.empty() ? "" : field.label + ":", field.text, kIndent);
   return 0;
 }
 

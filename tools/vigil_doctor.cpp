@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "doctor_dump.hpp"
+#include "doctor_logs.hpp"
 
 namespace {
 
@@ -28,6 +29,16 @@ constexpr const char* kUsage = R"(usage:
       marked partial (`vigil-run --dump PID` or SIGUSR1 makes running ranks write theirs)
   vigil-doctor trace FILE... -o OUT.json
       write a Chrome/Perfetto trace: one process per rank, one thread per stream
+  vigil-doctor logs FILE|DIR... [--signatures KB.json] [--evidence N]
+      read the logs of a failed job (plain or .gz; directories recursively; one file per rank
+      or host, or launcher output with torchrun/mpirun/srun rank prefixes) and print a verdict:
+      the first failure in time across ranks, its signature, cause and remedy (and the vigil
+      error id of that situation), the ranks that only waited on it, and what the ranks say
+      together (the straggler behind a collective timeout, diverged collectives, ports in use
+      by host, ranks missing at init, ranks that exited early), with the file:line of each
+  vigil-doctor logs --check-signatures [KB.json] [--minimum N]
+      prove the signature knowledge base: every sample matches its own signature with every
+      field, and no other (the installed tools/log_signatures.json by default, at least 60)
   vigil-doctor --help
 )";
 
@@ -86,6 +97,36 @@ int traceCommand(const std::vector<std::string>& args) {
   return runTrace(files, out);
 }
 
+int logsCommand(const std::vector<std::string>& args) {
+  std::vector<std::string> inputs;
+  std::string signatures, evidence = "24", minimum;
+  bool check = false;
+  for (size_t i = 0; i < args.size(); ++i) {
+    if (optionValue(args, i, "--signatures", signatures) || optionValue(args, i, "--evidence", evidence) ||
+        optionValue(args, i, "--minimum", minimum))
+      continue;
+    if (args[i] == "--check-signatures") {
+      check = true;
+      continue;
+    }
+    if (args[i].starts_with("-")) return usageError("logs: unknown option " + args[i]);
+    inputs.push_back(args[i]);
+  }
+  const auto count = [](const std::string& text, const char* what) {
+    if (text.empty() || text.size() > 6 || !std::all_of(text.begin(), text.end(), ::isdigit))
+      throw std::invalid_argument(std::string(what) + " needs a count, got '" + text + "'");
+    return static_cast<size_t>(std::stoul(text));
+  };
+  if (check) {
+    if (inputs.size() > 1) return usageError("logs --check-signatures takes at most one knowledge-base file");
+    const std::string path = inputs.empty() ? signatures : inputs[0];
+    // The shipped knowledge base must hold at least 60; a file of one's own, at least one.
+    return runCheckSignatures(path, minimum.empty() ? (path.empty() ? 60 : 1) : count(minimum, "--minimum"));
+  }
+  if (inputs.empty()) return usageError("logs needs at least one log file or directory");
+  return runLogs(inputs, signatures, count(evidence, "--evidence"));
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -102,6 +143,7 @@ int main(int argc, char** argv) {
     if (command == "explain") return explainCommand(args);
     if (command == "dumps") return dumpsCommand(args);
     if (command == "trace") return traceCommand(args);
+    if (command == "logs") return logsCommand(args);
   } catch (const std::invalid_argument& e) {
     return usageError(e.what());
   }

@@ -18,4 +18,10 @@ cc -std=c99 -Wall -Wextra -Werror -pedantic "$source_dir/consumer.c" -o "$work/p
 cmake -S "$source_dir" -B "$work/cm" -G Ninja -DCMAKE_PREFIX_PATH="$prefix" >/dev/null
 cmake --build "$work/cm" >/dev/null
 "$work/cm/consumer"
-echo "install test: 2 passed, 0 failed"
+# The installed vigil-doctor finds its data (errors.md, the log signatures) under the prefix,
+# run from elsewhere with no source tree in reach.
+(cd "$work" && env -u VIGIL_DOCS_DIR -u VIGIL_SIGNATURES "$prefix/bin/vigil-doctor" logs --check-signatures |
+  grep -q "no other") || { echo "FAIL: installed vigil-doctor logs --check-signatures"; exit 1; }
+(cd "$work" && env -u VIGIL_DOCS_DIR "$prefix/bin/vigil-doctor" explain VG-OP-001 | grep -q "deadline") ||
+  { echo "FAIL: installed vigil-doctor explain"; exit 1; }
+echo "install test: 4 passed, 0 failed"

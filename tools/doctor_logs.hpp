@@ -1,0 +1,88 @@
+#pragma once
+// vigil-doctor's log reader: the signature knowledge base (tools/log_signatures.json, data, not
+// code) and the lines of a job's logs matched against it.
+
+#include <cstdint>
+#include <deque>
+#include <map>
+#include <optional>
+#include <regex>
+#include <set>
+#include <string>
+#include <vector>
+
+namespace vigil::doctor {
+
+// One known log line: what it looks like, what it extracts, and what it means.
+struct Signature {
+  std::string id, system, role;  // role: cause, symptom (a rank that only waited) or context
+  std::string needle;            // literal text every matching line holds: the pre-filter
+  std::string pattern;
+  std::regex re;
+  std::vector<std::pair<std::string, int>> fields;  // field name -> capture group
+  std::string title, meaning, remedy, vigil, source;
+  std::vector<std::string> causes, samples;
+
+  bool cause() const { return role == "cause"; }
+  bool symptom() const { return role == "symptom"; }
+};
+
+// The knowledge base, in file order. load() throws InputError naming the entry and the field.
+struct KnowledgeBase {
+  std::string path;
+  std::vector<Signature> signatures;
+
+  static KnowledgeBase load(const std::string& path);
+  // --signatures PATH, else $VIGIL_SIGNATURES, the install prefix or the source tree.
+  static std::string locate(const std::string& explicitPath);
+};
+
+// Where a data file of the source tree or the install prefix is, seen from this executable:
+// $ENV_VAR/NAME, then PREFIX/share/..., then the source tree relative to a build directory.
+std::vector<std::string> dataFileCandidates(const char* envVar, const std::string& installRel,
+                                            const std::string& sourceRel);
+
+// The one-line meaning of each vigil error id, from the table of docs/errors.md (empty when
+// the file is not found).
+std::map<std::string, std::string> vigilErrorMeanings();
+
+// One line of the logs that matched a signature.
+struct Hit {
+  const Signature* sig = nullptr;
+  size_t file = 0;                // index into the file list
+  size_t line = 0;                // 1-based
+  std::optional<int64_t> timeMs;  // from the line's own timestamp, when it has one
+  std::optional<int> rank;
+  std::string host;
+  std::map<std::string, std::string> fields;
+  std::string text;
+};
+
+struct LogFile {
+  std::string path;
+  std::optional<int> rank;  // from the file's name or, failing that, from its lines
+  std::string host;
+  size_t lines = 0;
+  bool mixedRanks = false;  // lines carry their own rank prefixes (launcher output)
+};
+
+// Everything read from the logs: the files, the hits and where every rank's lines are.
+struct LogScan {
+  std::vector<LogFile> files;
+  std::vector<Hit> hits;
+  std::deque<Signature> synthesized;  // vigil error ids met in the logs but not in the knowledge base
+  std::set<int> ranksWithLines;
+  std::set<std::string> hosts;
+  std::map<int, std::string> hostOfRank;
+  std::optional<int> nranks;
+  size_t lines = 0;
+};
+
+// Reads every file (directories recursively) and matches every line; throws InputError.
+LogScan scanLogs(const KnowledgeBase& kb, const std::vector<std::string>& inputs);
+
+// Subcommands; each returns the process exit code.
+int runCheckSignatures(const std::string& path, size_t minimum);
+int runLogs(const std::vector<std::string>& inputs, const std::string& signaturesPath, size_t maxEvidence);
+
+}  // namespace vigil::doctor

@@ -1,0 +1,398 @@
+// `vigil-doctor logs`: the verdict over the matched lines of all ranks. The first failure in
+// time is the verdict; the reasoning across ranks adds what no single line says: the rank that
+// never entered the collective the others timed out in, ranks that called different
+// collectives, ports in use by host, the ranks missing at init, ranks that exited early.
+
+#include <algorithm>
+#include <iomanip>
+#include <iostream>
+#include <set>
+#include <sstream>
+#include <tuple>
+
+#include "doctor_dump.hpp"
+#include "doctor_logs.hpp"
+
+namespace vigil::doctor {
+namespace {
+
+constexpr size_t kIndent = 12;  // "  meaning:  ": labels and text in two columns
+
+struct Finding {
+  std::string text;
+  std::vector<const Hit*> evidence;
+  std::optional<int> blame;  // the rank the finding names as the origin, if any
+};
+
+bool earlier(const Hit& a, const Hit& b) {
+  if (a.timeMs.has_value() != b.timeMs.has_value()) return a.timeMs.has_value();  // untimed lines last
+  if (a.timeMs && *a.timeMs != *b.timeMs) return *a.timeMs < *b.timeMs;
+  if (a.file != b.file) return a.file < b.file;
+  return a.line < b.line;
+}
+
+std::optional<int64_t> numberField(const Hit& hit, const char* name) {
+  const auto it = hit.fields.find(name);
+  if (it == hit.fields.end()) return std::nullopt;
+  std::string digits;
+  for (const char c : it->second)
+    if (std::isdigit(static_cast<unsigned char>(c))) digits += c;
+  if (digits.empty() || digits.size() > 18) return std::nullopt;
+  return std::stoll(digits);
+}
+
+std::string field(const Hit& hit, const char* name) {
+  const auto it = hit.fields.find(name);
+  return it == hit.fields.end() ? std::string() : it->second;
+}
+
+std::string upper(std::string text) {
+  std::transform(text.begin(), text.end(), text.begin(), [](unsigned char c) { return std::toupper(c); });
+  return text;
+}
+
+std::string ranksText(const std::set<int>& ranks) {
+  return (ranks.size() == 1 ? "rank " : "ranks ") + joinRanks(std::vector<int>(ranks.begin(), ranks.end()));
+}
+
+std::string who(const Hit& hit) {
+  std::string text = hit.rank ? "rank " + std::to_string(*hit.rank) : "an unattributed line";
+  if (!hit.host.empty()) text += " (host " + hit.host + ")";
+  return text;
+}
+
+std::string where(const LogScan& scan, const Hit& hit) {
+  return scan.files[hit.file].path + ":" + std::to_string(hit.line);
+}
+
+std::string formatTime(int64_t ms) {
+  int64_t days = ms >= 0 ? ms / 86400000 : (ms - 86399999) / 86400000;
+  const int64_t inDay = ms - days * 86400000;
+  days += 719468;
+  const int64_t era = (days >= 0 ? days : days - 146096) / 146097;
+  const int64_t doe = days - era * 146097;
+  const int64_t yoe = (doe - doe / 1460 + doe / 36524 - doe / 146096) / 365;
+  const int64_t doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+  const int64_t mp = (5 * doy + 2) / 153;
+  const int64_t d = doy - (153 * mp + 2) / 5 + 1;
+  const int64_t m = mp < 10 ? mp + 3 : mp - 9;
+  const int64_t y = yoe + era * 400 + (m <= 2);
+  std::ostringstream out;
+  out << std::setfill('0') << std::setw(4) << y << "-" << std::setw(2) << m << "-" << std::setw(2) << d << " "
+      << std::setw(2) << inDay / 3600000 << ":" << std::setw(2) << inDay / 60000 % 60 << ":" << std::setw(2)
+      << inDay / 1000 % 60 << "." << std::setw(3) << inDay % 1000;
+  return out.str();
+}
+
+// Ranks that timed out in a collective, by sequence number: the highest one is where the job
+// stopped; ranks that never reached it are the stragglers, and different operations at the same
+// sequence number mean the ranks' programs diverged.
+void collectiveFindings(const LogScan& scan, std::vector<Finding>& findings) {
+  std::map<int, const Hit*> timedOut;  // rank -> its timeout at the highest seq
+  std::map<int, int64_t> maxSeq;
+  for (const Hit& hit : scan.hits) {
+    if (!hit.rank) continue;
+    const auto seq = numberField(hit, "seq");
+    if (!seq) continue;
+    maxSeq[*hit.rank] = std::max(maxSeq.count(*hit.rank) ? maxSeq[*hit.rank] : *seq, *seq);
+    if (!hit.sig->symptom() || field(hit, "op").empty()) continue;
+    const Hit*& best = timedOut[*hit.rank];
+    if (!best || *numberField(*best, "seq") < *seq) best = &hit;
+  }
+  if (timedOut.empty()) return;
+  int64_t stopSeq = 0;
+  for (const auto& [rank, hit] : timedOut) stopSeq = std::max(stopSeq, *numberField(*hit, "seq"));
+  std::map<std::string, std::set<int>> opsAtStop;
+  std::set<int> waiting;
+  Finding mismatch, straggler;
+  for (const auto& [rank, hit] : timedOut) {
+    if (*numberField(*hit, "seq") != stopSeq) continue;
+    opsAtStop[upper(field(*hit, "op"))].insert(rank);
+    waiting.insert(rank);
+    if (mismatch.evidence.size() < 8) mismatch.evidence.push_back(hit);
+  }
+  const std::string seqText = " seq " + std::to_string(stopSeq);
+  if (opsAtStop.size() > 1) {
+    mismatch.text = "ranks ran different collectives at" + seqText + ":";
+    for (const auto& [op, ranks] : opsAtStop) mismatch.text += " " + op + " on " + ranksText(ranks) + ";";
+    mismatch.text += " their programs diverged (vigil reports this as VG-OP-002 on every rank, before any data moves)";
+    findings.push_back(std::move(mismatch));
+  }
+  std::set<int> everyRank(scan.ranksWithLines);
+  for (int r = 0; r < scan.nranks.value_or(0); ++r) everyRank.insert(r);
+  std::set<int> behind, silent, quiet;  // quiet: wrote lines, none of them a timeout or a seq
+  std::string behindText;
+  for (const int rank : everyRank) {
+    if (waiting.contains(rank)) continue;
+    const auto seq = maxSeq.find(rank);
+    if (seq != maxSeq.end() && seq->second < stopSeq) {
+      behind.insert(rank);
+      behindText += (behindText.empty() ? "" : "; ") + std::string("rank ") + std::to_string(rank) + " reached seq " +
+                    std::to_string(seq->second);
+      if (timedOut.contains(rank)) straggler.evidence.push_back(timedOut[rank]);
+    } else if (!scan.ranksWithLines.contains(rank)) {
+      silent.insert(rank);
+    } else if (seq == maxSeq.end()) {
+      quiet.insert(rank);
+    }
+  }
+  std::string opText;
+  for (const auto& [op, ranks] : opsAtStop) opText += (opText.empty() ? "" : "/") + op;
+  const std::string others = ranksText(waiting) + " timed out in " + opText + seqText;
+  if (!behind.empty()) {
+    straggler.text = behindText + " and never entered" + seqText + "; " + others + " → " + ranksText(behind) +
+                     (behind.size() == 1 ? " is" : " are") + " the straggler or diverged: read its log before" +
+                     seqText + " (a hang, a crash, a slower input path or a different branch)";
+    straggler.blame = *behind.begin();
+  } else if (!silent.empty()) {
+    straggler.text = others + "; " + ranksText(silent) + " wrote no log lines: its log is missing or it died first";
+    straggler.blame = *silent.begin();
+  } else if (!quiet.empty()) {
+    straggler.text = others + "; " + ranksText(quiet) +
+                     " logged no timeout and no sequence number: " + (quiet.size() == 1 ? "it is" : "they are") +
+                     " the likely straggler (stuck before" + seqText + ", or in another operation)";
+    straggler.blame = *quiet.begin();
+  } else {
+    return;
+  }
+  for (const auto& [rank, hit] : timedOut)
+    if (waiting.contains(rank) && straggler.evidence.size() < 4) straggler.evidence.push_back(hit);
+  findings.push_back(std::move(straggler));
+}
+
+// Ports by host: a port this host could not bind (a line with a port and no peer) and an endpoint
+// that several ranks could not reach or lost (a line with the peer's address and port).
+void portFindings(const LogScan& scan, std::vector<Finding>& findings) {
+  std::map<std::tuple<bool, std::string, std::string>, std::vector<const Hit*>> byPort;
+  for (const Hit& hit : scan.hits) {
+    if (!hit.sig->cause() || field(hit, "port").empty()) continue;
+    const std::string peer = field(hit, "peer_host");
+    byPort[{!peer.empty(), peer.empty() ? hit.host : peer, field(hit, "port")}].push_back(&hit);
+  }
+  for (const auto& [key, hits] : byPort) {
+    const auto& [remote, host, port] = key;
+    std::set<int> ranks;
+    std::set<std::string> titles;
+    for (const Hit* hit : hits) {
+      if (hit->rank) ranks.insert(*hit->rank);
+      titles.insert(hit->sig->title);
+    }
+    Finding f;
+    f.text = remote ? "endpoint " + host + ":" + port + " (a peer's address) failed for "
+                    : "port " + port + " on host " + (host.empty() ? "(not named)" : host) + " failed for ";
+    f.text += std::to_string(hits.size()) + " line(s)" + (ranks.empty() ? "" : " of " + ranksText(ranks)) + ":";
+    for (const std::string& title : titles) f.text += " " + title + ";";
+    if (!remote) f.text += " another process holds the port (an earlier job still running, two jobs with one port)";
+    f.evidence.assign(hits.begin(), hits.begin() + static_cast<long>(std::min<size_t>(hits.size(), 3)));
+    findings.push_back(std::move(f));
+  }
+}
+
+// "expected N, M arrived": the missing ranks are named when the logs show which ranks wrote
+// lines and the count of those without any equals the count missing.
+void initFindings(const LogScan& scan, std::vector<Finding>& findings) {
+  for (const Hit& hit : scan.hits) {
+    const auto expected = numberField(hit, "expected"), arrived = numberField(hit, "arrived");
+    if (!expected || !arrived || *arrived >= *expected || *expected > 1 << 20) continue;
+    Finding f;
+    f.evidence.push_back(&hit);
+    f.text = "init: " + std::to_string(*expected) + " ranks expected, " + std::to_string(*arrived) + " arrived (" +
+             hit.sig->title + ")";
+    std::set<int> silent;
+    for (int r = 0; r < *expected; ++r)
+      if (!scan.ranksWithLines.contains(r)) silent.insert(r);
+    const size_t missing = static_cast<size_t>(*expected - *arrived);
+    if (!silent.empty() && silent.size() == missing && silent.size() < static_cast<size_t>(*expected)) {
+      f.text += "; missing: " + ranksText(silent) + " (the only ranks that wrote no log lines)";
+      f.blame = *silent.begin();
+    } else if (!silent.empty() && silent.size() < static_cast<size_t>(*expected)) {
+      f.text += "; " + ranksText(silent) + " wrote no log lines, " + std::to_string(missing) +
+                " are missing: the logs do not name them for certain";
+    } else {
+      f.text += "; " + std::to_string(missing) + " missing; the logs hold too few ranks' lines to name them";
+    }
+    findings.push_back(std::move(f));
+    return;  // one count is enough: every waiting rank logs the same
+  }
+}
+
+// Ranks that exited (a launcher's exit line, a signal) and ranks whose last iteration is behind.
+void exitFindings(const LogScan& scan, std::vector<Finding>& findings) {
+  std::map<int, const Hit*> exits;
+  std::map<int, int64_t> lastIteration;
+  for (const Hit& hit : scan.hits) {
+    if (!hit.rank) continue;
+    const bool exited = hit.sig->cause() && (!field(hit, "signal").empty() || hit.sig->system == "launcher");
+    if (exited && !exits.contains(*hit.rank)) exits[*hit.rank] = &hit;
+    if (const auto it = numberField(hit, "iteration"))
+      lastIteration[*hit.rank] = std::max(lastIteration.count(*hit.rank) ? lastIteration[*hit.rank] : *it, *it);
+  }
+  for (const auto& [rank, hit] : exits) {
+    Finding f;
+    const std::string signal = field(*hit, "signal");
+    f.text = "rank " + std::to_string(rank) + " exited" + (signal.empty() ? "" : " (signal " + signal + ")") + ": " +
+             hit->sig->title;
+    f.evidence.push_back(hit);
+    f.blame = rank;
+    findings.push_back(std::move(f));
+  }
+  if (lastIteration.size() < 2) return;
+  int64_t top = 0;
+  for (const auto& [rank, it] : lastIteration) top = std::max(top, it);
+  std::set<int> behind;
+  std::string text;
+  for (const auto& [rank, it] : lastIteration) {
+    if (it >= top) continue;
+    behind.insert(rank);
+    text += (text.empty() ? "" : "; ") + std::string("rank ") + std::to_string(rank) + " last logged iteration " +
+            std::to_string(it);
+  }
+  if (behind.empty()) return;
+  Finding f;
+  f.text = text + ", while others reached " + std::to_string(top) + " → " + ranksText(behind) +
+           " stopped (or fell behind) first";
+  f.blame = *behind.begin();
+  findings.push_back(std::move(f));
+}
+
+void printSignature(const Signature& sig, const std::map<std::string, std::string>& meanings) {
+  printWrapped("meaning:", sig.meaning, kIndent);
+  for (size_t i = 0; i < sig.causes.size(); ++i) printWrapped(i == 0 ? "causes:" : "", "- " + sig.causes[i], kIndent);
+  printWrapped("remedy:", sig.remedy, kIndent);
+  if (!sig.vigil.empty()) {
+    const auto meaning = meanings.find(sig.vigil);
+    printWrapped("vigil:",
+                 sig.vigil + (meaning == meanings.end() ? "" : " (" + meaning->second + ")") +
+                     ": vigil reports this situation with that id, naming the rank, the operation, the "
+                     "peer involved and the remedy",
+                 kIndent);
+  }
+  printWrapped("source:", sig.source, kIndent);
+}
+
+}  // namespace
+
+int runLogs(const std::vector<std::string>& inputs, const std::string& signaturesPath, size_t maxEvidence) {
+  KnowledgeBase kb;
+  LogScan scan;
+  try {
+    kb = KnowledgeBase::load(KnowledgeBase::locate(signaturesPath));
+    scan = scanLogs(kb, inputs);
+  } catch (const InputError& e) {
+    std::cerr << "vigil-doctor: " << e.what() << "\n";
+    return 1;
+  }
+  const std::map<std::string, std::string> meanings = vigilErrorMeanings();
+  std::set<std::string> matched;
+  for (const Hit& hit : scan.hits) matched.insert(hit.sig->id);
+  std::cout << "logs: " << scan.files.size() << " file(s), " << scan.lines << " lines; ranks with lines: "
+            << (scan.ranksWithLines.empty() ? "none named"
+                                            : joinRanks({scan.ranksWithLines.begin(), scan.ranksWithLines.end()}))
+            << (scan.nranks ? " of " + std::to_string(*scan.nranks) : "") << "; hosts: " << scan.hosts.size() << "; "
+            << scan.hits.size() << " line(s) matched " << matched.size() << " signature(s) of " << kb.signatures.size()
+            << "\n";
+
+  std::vector<const Hit*> ordered;
+  for (const Hit& hit : scan.hits) ordered.push_back(&hit);
+  std::stable_sort(ordered.begin(), ordered.end(), [](const Hit* a, const Hit* b) { return earlier(*a, *b); });
+
+  std::vector<Finding> findings;
+  collectiveFindings(scan, findings);
+  initFindings(scan, findings);
+  portFindings(scan, findings);
+  exitFindings(scan, findings);
+
+  const auto firstOf = [&](bool (Signature::*role)() const) -> const Hit* {
+    for (const Hit* hit : ordered)
+      if ((hit->sig->*role)()) return hit;
+    return nullptr;
+  };
+  const Hit* cause = firstOf(&Signature::cause);
+  const Hit* symptom = firstOf(&Signature::symptom);
+  const Finding* blamed = nullptr;
+  for (const Finding& f : findings)
+    if (f.blame && !blamed) blamed = &f;
+
+  std::optional<int> origin;
+  if (cause) {
+    origin = cause->rank;
+    // A report of a lost peer (the knowledge base maps it to a VG-PEER id) is about that peer:
+    // it is the rank that failed first, unless it logged an earlier failure of its own.
+    const std::string peer = field(*cause, "peer"), peerHost = field(*cause, "peer_host");
+    const bool peerRank = !peer.empty() && std::all_of(peer.begin(), peer.end(), ::isdigit) && peer.size() < 7;
+    if (peerRank && cause->sig->vigil.starts_with("VG-PEER")) {
+      origin = std::stoi(peer);
+      std::cout << "verdict: rank " << peer << (peerHost.empty() ? "" : " (host " + peerHost + ")")
+                << " failed first: " << who(*cause) << " reports it lost"
+                << (cause->timeMs ? " at " + formatTime(*cause->timeMs) : "") << ": " << cause->sig->title << "\n";
+    } else {
+      std::cout << "verdict: the first failure is on " << who(*cause)
+                << (cause->timeMs ? " at " + formatTime(*cause->timeMs) : "") << ": " << cause->sig->title << "\n";
+    }
+    std::cout << "  line:     " << where(scan, *cause) << ": " << cause->text << "\n";
+    if ((!peer.empty() || !peerHost.empty()) && !peerRank)
+      printWrapped("peer:",
+                   peer + (peerHost.empty() ? "" : " at " + peerHost) +
+                       ": the line names it; its own log and exit status tell whether it failed first",
+                   kIndent);
+    printSignature(*cause->sig, meanings);
+  } else if (blamed) {
+    origin = blamed->blame;
+    std::cout << "verdict: no rank logged a failure of its own; reasoning across ranks: " << blamed->text << "\n";
+  } else if (symptom) {
+    origin = symptom->rank;
+    std::cout << "verdict: only waits were logged; the first is on " << who(*symptom)
+              << (symptom->timeMs ? " at " + formatTime(*symptom->timeMs) : "") << ": " << symptom->sig->title
+              << "; the rank that failed first left no known line (is its log among the inputs?)\n";
+    std::cout << "  line:     " << where(scan, *symptom) << ": " << symptom->text << "\n";
+    printSignature(*symptom->sig, meanings);
+  } else {
+    std::cout << "verdict: no known failure signature in these logs (" << scan.lines << " lines)\n";
+    return 0;
+  }
+
+  std::set<int> causeRanks, waitRanks;
+  for (const Hit& hit : scan.hits) {
+    if (!hit.rank) continue;
+    if (hit.sig->cause()) causeRanks.insert(*hit.rank);
+    if (hit.sig->symptom()) waitRanks.insert(*hit.rank);
+  }
+  std::set<int> onlyWaited;
+  std::set_difference(waitRanks.begin(), waitRanks.end(), causeRanks.begin(), causeRanks.end(),
+                      std::inserter(onlyWaited, onlyWaited.end()));
+  if (origin) onlyWaited.erase(*origin);
+  if (!onlyWaited.empty()) std::cout << "only waited: " << ranksText(onlyWaited) << " (no failure of their own)\n";
+  if (!findings.empty()) {
+    std::cout << "across ranks:\n";
+    for (const Finding& f : findings) {
+      printWrapped("-", f.text, 4);
+      for (const Hit* hit : f.evidence) std::cout << "      " << where(scan, *hit) << "\n";
+    }
+  }
+  const size_t timed = static_cast<size_t>(
+      std::count_if(scan.hits.begin(), scan.hits.end(), [](const Hit& hit) { return hit.timeMs.has_value(); }));
+  if (timed == 0)
+    std::cout << "note: no matched line carries a timestamp: \"first\" is first in the order of the files given\n";
+  else if (timed < scan.hits.size())
+    std::cout
+        << "note: " << scan.hits.size() - timed
+        << " matched line(s) carry no timestamp (nor does a line before them): they are ordered after the timed ones\n";
+
+  std::cout << "evidence (first line of each signature on each rank, in time order):\n";
+  std::set<std::pair<std::optional<int>, std::string>> shown;
+  size_t printed = 0, left = 0;
+  for (const Hit* hit : ordered) {
+    if (!shown.insert({hit->rank, hit->sig->id}).second) continue;
+    if (printed == maxEvidence) {
+      ++left;
+      continue;
+    }
+    ++printed;
+    std::cout << "  " << where(scan, *hit) << " [" << (hit->rank ? "rank " + std::to_string(*hit->rank) : "rank ?")
+              << (hit->host.empty() ? "" : ", " + hit->host) << "] " << hit->sig->id << ": " << hit->text << "\n";
+  }
+  if (left > 0) std::cout << "  ... " << left << " more (--evidence N shows more)\n";
+  return 0;
+}
+
+}  // namespace vigil::doctor
