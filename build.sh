@@ -8,7 +8,7 @@ cd "$(dirname "$0")"
 
 PACKAGES=(cmake ninja-build g++ pkg-config libgtest-dev nlohmann-json3-dev iproute2 procps python3 openmpi-bin
           python3-dev python3-numpy python3-pytest pybind11-dev python3-torch libtorch-dev libucx-dev
-          libopenblas-dev zlib1g-dev)
+          libopenblas-dev zlib1g-dev chromium)
 JOBS=${VIGIL_BUILD_JOBS:-$(nproc)}
 SUDO=""
 [ "$(id -u)" -ne 0 ] && SUDO="sudo"

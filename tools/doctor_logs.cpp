@@ -307,7 +307,7 @@ void scanFile(const KnowledgeBase& kb, const std::map<std::string, std::string>&
     origin.host = ncclHost(s);
     if (auto t = lineTime(s, yearHint)) {
       lastTime = t;
-      if (t && *t > 0) yearHint = std::max(yearHint, 1970 + static_cast<int>(*t / 31556952000));
+      if (*t > 0) yearHint = std::max(yearHint, 1970 + static_cast<int>(*t / 31556952000));
     }
     if (origin.rank) scan.ranksWithLines.insert(*origin.rank);
 
@@ -399,7 +399,7 @@ void scanFile(const KnowledgeBase& kb, const std::map<std::string, std::string>&
 LogScan scanLogs(const KnowledgeBase& kb, const std::vector<std::string>& inputs) {
   LogScan scan;
   const std::map<std::string, std::string> meanings = vigilErrorMeanings();
-  int yearHint = 2000;
+  int yearHint = 0;  // year 0: unknown (glog lines carry none); shown as "MM-DD ..."
   for (const std::string& path : expandInputs(inputs)) {
     if (looksBinary(path)) {
       std::cerr << "vigil-doctor: " << path << ": skipped (not text)\n";

@@ -81,8 +81,44 @@ struct LogScan {
 // Reads every file (directories recursively) and matches every line; throws InputError.
 LogScan scanLogs(const KnowledgeBase& kb, const std::vector<std::string>& inputs);
 
+// What the ranks say together: one sentence, the lines it rests on, and the rank it names.
+struct Finding {
+  std::string text;
+  std::vector<const Hit*> evidence;
+  std::optional<int> blame;  // the rank the finding names as the origin, if any
+};
+
+// The verdict over a scan, for every output (text, JSON, HTML).
+struct Report {
+  enum class Kind { None, Failure, PeerLost, Reasoning, WaitsOnly } kind = Kind::None;
+  const Hit* hit = nullptr;       // the verdict's line (Failure, PeerLost, WaitsOnly)
+  std::optional<size_t> finding;  // the finding the verdict rests on (Reasoning)
+  std::optional<int> origin;      // the rank the verdict names
+  std::string originHost, headline, peerNote;
+  std::set<int> onlyWaited;  // ranks with waits and no failure of their own
+  std::vector<Finding> findings;
+  std::vector<const Hit*> ordered;  // every hit, in time order
+  size_t timed = 0;                 // hits with a time
+
+  std::vector<const Hit*> firstPerRankAndSignature() const;
+};
+
+Report analyse(const LogScan& scan);
+std::string formatTimeMs(int64_t ms);  // "2024-05-01 12:34:56.789"
+
+struct LogsOutput {
+  std::string signatures;  // --signatures, or found
+  size_t maxEvidence = 24;
+  bool json = false;
+  std::string htmlPath;
+};
+
+void printText(const LogScan& scan, const KnowledgeBase& kb, const Report& report, size_t maxEvidence);
+void printJson(const LogScan& scan, const KnowledgeBase& kb, const Report& report);
+bool writeHtml(const LogScan& scan, const KnowledgeBase& kb, const Report& report, const std::string& path);
+
 // Subcommands; each returns the process exit code.
 int runCheckSignatures(const std::string& path, size_t minimum);
-int runLogs(const std::vector<std::string>& inputs, const std::string& signaturesPath, size_t maxEvidence);
+int runLogs(const std::vector<std::string>& inputs, const LogsOutput& output);
 
 }  // namespace vigil::doctor

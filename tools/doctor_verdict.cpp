@@ -18,12 +18,6 @@ namespace {
 
 constexpr size_t kIndent = 12;  // "  meaning:  ": labels and text in two columns
 
-struct Finding {
-  std::string text;
-  std::vector<const Hit*> evidence;
-  std::optional<int> blame;  // the rank the finding names as the origin, if any
-};
-
 bool earlier(const Hit& a, const Hit& b) {
   if (a.timeMs.has_value() != b.timeMs.has_value()) return a.timeMs.has_value();  // untimed lines last
   if (a.timeMs && *a.timeMs != *b.timeMs) return *a.timeMs < *b.timeMs;
@@ -78,9 +72,10 @@ std::string formatTime(int64_t ms) {
   const int64_t m = mp < 10 ? mp + 3 : mp - 9;
   const int64_t y = yoe + era * 400 + (m <= 2);
   std::ostringstream out;
-  out << std::setfill('0') << std::setw(4) << y << "-" << std::setw(2) << m << "-" << std::setw(2) << d << " "
-      << std::setw(2) << inDay / 3600000 << ":" << std::setw(2) << inDay / 60000 % 60 << ":" << std::setw(2)
-      << inDay / 1000 % 60 << "." << std::setw(3) << inDay % 1000;
+  out << std::setfill('0');
+  if (y != 0) out << std::setw(4) << y << "-";  // year 0: the lines gave none (glog)
+  out << std::setw(2) << m << "-" << std::setw(2) << d << " " << std::setw(2) << inDay / 3600000 << ":" << std::setw(2)
+      << inDay / 60000 % 60 << ":" << std::setw(2) << inDay / 1000 % 60 << "." << std::setw(3) << inDay % 1000;
   return out.str();
 }
 
@@ -142,7 +137,9 @@ void collectiveFindings(const LogScan& scan, std::vector<Finding>& findings) {
   if (!behind.empty()) {
     straggler.text = behindText + " and never entered" + seqText + "; " + others + " → " + ranksText(behind) +
                      (behind.size() == 1 ? " is" : " are") + " the straggler or diverged: read its log before" +
-                     seqText + " (a hang, a crash, a slower input path or a different branch)";
+                     seqText +
+                     " (a hang, a crash, a slower input path or a different branch); vigil reports this as VG-OP-001 " +
+                     "on the waiting ranks, naming the rank that has not entered" + seqText;
     straggler.blame = *behind.begin();
   } else if (!silent.empty()) {
     straggler.text = others + "; " + ranksText(silent) + " wrote no log lines: its log is missing or it died first";
@@ -272,16 +269,89 @@ void printSignature(const Signature& sig, const std::map<std::string, std::strin
 
 }  // namespace
 
-int runLogs(const std::vector<std::string>& inputs, const std::string& signaturesPath, size_t maxEvidence) {
-  KnowledgeBase kb;
-  LogScan scan;
-  try {
-    kb = KnowledgeBase::load(KnowledgeBase::locate(signaturesPath));
-    scan = scanLogs(kb, inputs);
-  } catch (const InputError& e) {
-    std::cerr << "vigil-doctor: " << e.what() << "\n";
-    return 1;
+std::string formatTimeMs(int64_t ms) {
+  return formatTime(ms);
+}
+
+Report analyse(const LogScan& scan) {
+  Report report;
+  for (const Hit& hit : scan.hits) report.ordered.push_back(&hit);
+  std::stable_sort(report.ordered.begin(), report.ordered.end(),
+                   [](const Hit* a, const Hit* b) { return earlier(*a, *b); });
+  report.timed = static_cast<size_t>(
+      std::count_if(scan.hits.begin(), scan.hits.end(), [](const Hit& hit) { return hit.timeMs.has_value(); }));
+  collectiveFindings(scan, report.findings);
+  initFindings(scan, report.findings);
+  portFindings(scan, report.findings);
+  exitFindings(scan, report.findings);
+
+  const auto firstOf = [&](bool (Signature::*role)() const) -> const Hit* {
+    for (const Hit* hit : report.ordered)
+      if ((hit->sig->*role)()) return hit;
+    return nullptr;
+  };
+  const Hit* cause = firstOf(&Signature::cause);
+  const Hit* symptom = firstOf(&Signature::symptom);
+  std::optional<size_t> blamed;
+  for (size_t i = 0; i < report.findings.size() && !blamed; ++i)
+    if (report.findings[i].blame) blamed = i;
+
+  if (cause) {
+    report.hit = cause;
+    report.origin = cause->rank;
+    report.originHost = cause->host;
+    report.kind = Report::Kind::Failure;
+    // A report of a lost peer (the knowledge base maps it to a VG-PEER id) is about that peer:
+    // it is the rank that failed first, unless it logged an earlier failure of its own.
+    const std::string peer = field(*cause, "peer"), peerHost = field(*cause, "peer_host");
+    const bool peerRank = !peer.empty() && std::all_of(peer.begin(), peer.end(), ::isdigit) && peer.size() < 7;
+    const std::string at = cause->timeMs ? " at " + formatTime(*cause->timeMs) : "";
+    if (peerRank && cause->sig->vigil.starts_with("VG-PEER")) {
+      report.kind = Report::Kind::PeerLost;
+      report.origin = std::stoi(peer);
+      report.originHost = peerHost;
+      report.headline = "rank " + peer + (peerHost.empty() ? "" : " (host " + peerHost + ")") +
+                        " failed first: " + who(*cause) + " reports it lost" + at + ": " + cause->sig->title;
+    } else {
+      report.headline = "the first failure is on " + who(*cause) + at + ": " + cause->sig->title;
+      if (!peer.empty() || !peerHost.empty())
+        report.peerNote = peer + (peerHost.empty() ? "" : " at " + peerHost) +
+                          ": the line names it; its own log and exit status tell whether it failed first";
+    }
+  } else if (blamed) {
+    report.kind = Report::Kind::Reasoning;
+    report.finding = blamed;
+    report.origin = report.findings[*blamed].blame;
+    if (report.origin)
+      if (const auto host = scan.hostOfRank.find(*report.origin); host != scan.hostOfRank.end())
+        report.originHost = host->second;
+    report.headline = "no rank logged a failure of its own; reasoning across ranks: " + report.findings[*blamed].text;
+  } else if (symptom) {
+    report.kind = Report::Kind::WaitsOnly;
+    report.hit = symptom;
+    report.origin = symptom->rank;
+    report.originHost = symptom->host;
+    report.headline = "only waits were logged; the first is on " + who(*symptom) +
+                      (symptom->timeMs ? " at " + formatTime(*symptom->timeMs) : "") + ": " + symptom->sig->title +
+                      "; the rank that failed first left no known line (is its log among the inputs?)";
+  } else {
+    report.headline = "no known failure signature in these logs (" + std::to_string(scan.lines) + " lines)";
+    return report;
   }
+
+  std::set<int> causeRanks, waitRanks;
+  for (const Hit& hit : scan.hits) {
+    if (!hit.rank) continue;
+    if (hit.sig->cause()) causeRanks.insert(*hit.rank);
+    if (hit.sig->symptom()) waitRanks.insert(*hit.rank);
+  }
+  std::set_difference(waitRanks.begin(), waitRanks.end(), causeRanks.begin(), causeRanks.end(),
+                      std::inserter(report.onlyWaited, report.onlyWaited.end()));
+  if (report.origin) report.onlyWaited.erase(*report.origin);
+  return report;
+}
+
+void printText(const LogScan& scan, const KnowledgeBase& kb, const Report& report, size_t maxEvidence) {
   const std::map<std::string, std::string> meanings = vigilErrorMeanings();
   std::set<std::string> matched;
   for (const Hit& hit : scan.hits) matched.insert(hit.sig->id);
@@ -291,107 +361,65 @@ int runLogs(const std::vector<std::string>& inputs, const std::string& signature
             << (scan.nranks ? " of " + std::to_string(*scan.nranks) : "") << "; hosts: " << scan.hosts.size() << "; "
             << scan.hits.size() << " line(s) matched " << matched.size() << " signature(s) of " << kb.signatures.size()
             << "\n";
-
-  std::vector<const Hit*> ordered;
-  for (const Hit& hit : scan.hits) ordered.push_back(&hit);
-  std::stable_sort(ordered.begin(), ordered.end(), [](const Hit* a, const Hit* b) { return earlier(*a, *b); });
-
-  std::vector<Finding> findings;
-  collectiveFindings(scan, findings);
-  initFindings(scan, findings);
-  portFindings(scan, findings);
-  exitFindings(scan, findings);
-
-  const auto firstOf = [&](bool (Signature::*role)() const) -> const Hit* {
-    for (const Hit* hit : ordered)
-      if ((hit->sig->*role)()) return hit;
-    return nullptr;
-  };
-  const Hit* cause = firstOf(&Signature::cause);
-  const Hit* symptom = firstOf(&Signature::symptom);
-  const Finding* blamed = nullptr;
-  for (const Finding& f : findings)
-    if (f.blame && !blamed) blamed = &f;
-
-  std::optional<int> origin;
-  if (cause) {
-    origin = cause->rank;
-    // A report of a lost peer (the knowledge base maps it to a VG-PEER id) is about that peer:
-    // it is the rank that failed first, unless it logged an earlier failure of its own.
-    const std::string peer = field(*cause, "peer"), peerHost = field(*cause, "peer_host");
-    const bool peerRank = !peer.empty() && std::all_of(peer.begin(), peer.end(), ::isdigit) && peer.size() < 7;
-    if (peerRank && cause->sig->vigil.starts_with("VG-PEER")) {
-      origin = std::stoi(peer);
-      std::cout << "verdict: rank " << peer << (peerHost.empty() ? "" : " (host " + peerHost + ")")
-                << " failed first: " << who(*cause) << " reports it lost"
-                << (cause->timeMs ? " at " + formatTime(*cause->timeMs) : "") << ": " << cause->sig->title << "\n";
-    } else {
-      std::cout << "verdict: the first failure is on " << who(*cause)
-                << (cause->timeMs ? " at " + formatTime(*cause->timeMs) : "") << ": " << cause->sig->title << "\n";
-    }
-    std::cout << "  line:     " << where(scan, *cause) << ": " << cause->text << "\n";
-    if ((!peer.empty() || !peerHost.empty()) && !peerRank)
-      printWrapped("peer:",
-                   peer + (peerHost.empty() ? "" : " at " + peerHost) +
-                       ": the line names it; its own log and exit status tell whether it failed first",
-                   kIndent);
-    printSignature(*cause->sig, meanings);
-  } else if (blamed) {
-    origin = blamed->blame;
-    std::cout << "verdict: no rank logged a failure of its own; reasoning across ranks: " << blamed->text << "\n";
-  } else if (symptom) {
-    origin = symptom->rank;
-    std::cout << "verdict: only waits were logged; the first is on " << who(*symptom)
-              << (symptom->timeMs ? " at " + formatTime(*symptom->timeMs) : "") << ": " << symptom->sig->title
-              << "; the rank that failed first left no known line (is its log among the inputs?)\n";
-    std::cout << "  line:     " << where(scan, *symptom) << ": " << symptom->text << "\n";
-    printSignature(*symptom->sig, meanings);
-  } else {
-    std::cout << "verdict: no known failure signature in these logs (" << scan.lines << " lines)\n";
-    return 0;
+  std::cout << "verdict: " << report.headline << "\n";
+  if (report.kind == Report::Kind::None) return;
+  if (report.hit) {
+    std::cout << "  line:     " << where(scan, *report.hit) << ": " << report.hit->text << "\n";
+    if (!report.peerNote.empty()) printWrapped("peer:", report.peerNote, kIndent);
+    printSignature(*report.hit->sig, meanings);
   }
-
-  std::set<int> causeRanks, waitRanks;
-  for (const Hit& hit : scan.hits) {
-    if (!hit.rank) continue;
-    if (hit.sig->cause()) causeRanks.insert(*hit.rank);
-    if (hit.sig->symptom()) waitRanks.insert(*hit.rank);
-  }
-  std::set<int> onlyWaited;
-  std::set_difference(waitRanks.begin(), waitRanks.end(), causeRanks.begin(), causeRanks.end(),
-                      std::inserter(onlyWaited, onlyWaited.end()));
-  if (origin) onlyWaited.erase(*origin);
-  if (!onlyWaited.empty()) std::cout << "only waited: " << ranksText(onlyWaited) << " (no failure of their own)\n";
-  if (!findings.empty()) {
+  if (!report.onlyWaited.empty())
+    std::cout << "only waited: " << ranksText(report.onlyWaited) << " (no failure of their own)\n";
+  if (!report.findings.empty()) {
     std::cout << "across ranks:\n";
-    for (const Finding& f : findings) {
+    for (const Finding& f : report.findings) {
       printWrapped("-", f.text, 4);
       for (const Hit* hit : f.evidence) std::cout << "      " << where(scan, *hit) << "\n";
     }
   }
-  const size_t timed = static_cast<size_t>(
-      std::count_if(scan.hits.begin(), scan.hits.end(), [](const Hit& hit) { return hit.timeMs.has_value(); }));
-  if (timed == 0)
+  if (report.timed == 0)
     std::cout << "note: no matched line carries a timestamp: \"first\" is first in the order of the files given\n";
-  else if (timed < scan.hits.size())
+  else if (report.timed < scan.hits.size())
     std::cout
-        << "note: " << scan.hits.size() - timed
+        << "note: " << scan.hits.size() - report.timed
         << " matched line(s) carry no timestamp (nor does a line before them): they are ordered after the timed ones\n";
 
   std::cout << "evidence (first line of each signature on each rank, in time order):\n";
-  std::set<std::pair<std::optional<int>, std::string>> shown;
-  size_t printed = 0, left = 0;
-  for (const Hit* hit : ordered) {
-    if (!shown.insert({hit->rank, hit->sig->id}).second) continue;
-    if (printed == maxEvidence) {
-      ++left;
-      continue;
-    }
-    ++printed;
+  size_t printed = 0;
+  const std::vector<const Hit*> firsts = report.firstPerRankAndSignature();
+  for (const Hit* hit : firsts) {
+    if (printed++ == maxEvidence) break;
     std::cout << "  " << where(scan, *hit) << " [" << (hit->rank ? "rank " + std::to_string(*hit->rank) : "rank ?")
               << (hit->host.empty() ? "" : ", " + hit->host) << "] " << hit->sig->id << ": " << hit->text << "\n";
   }
-  if (left > 0) std::cout << "  ... " << left << " more (--evidence N shows more)\n";
+  if (firsts.size() > maxEvidence)
+    std::cout << "  ... " << firsts.size() - maxEvidence << " more (--evidence N shows more)\n";
+}
+
+std::vector<const Hit*> Report::firstPerRankAndSignature() const {
+  std::set<std::pair<std::optional<int>, std::string>> shown;
+  std::vector<const Hit*> firsts;
+  for (const Hit* hit : ordered)
+    if (shown.insert({hit->rank, hit->sig->id}).second) firsts.push_back(hit);
+  return firsts;
+}
+
+int runLogs(const std::vector<std::string>& inputs, const LogsOutput& output) {
+  KnowledgeBase kb;
+  LogScan scan;
+  try {
+    kb = KnowledgeBase::load(KnowledgeBase::locate(output.signatures));
+    scan = scanLogs(kb, inputs);
+  } catch (const InputError& e) {
+    std::cerr << "vigil-doctor: " << e.what() << "\n";
+    return 1;
+  }
+  const Report report = analyse(scan);
+  if (output.json)
+    printJson(scan, kb, report);
+  else
+    printText(scan, kb, report, output.maxEvidence);
+  if (!output.htmlPath.empty() && !writeHtml(scan, kb, report, output.htmlPath)) return 1;
   return 0;
 }
 

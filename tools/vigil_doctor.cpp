@@ -29,13 +29,14 @@ constexpr const char* kUsage = R"(usage:
       marked partial (`vigil-run --dump PID` or SIGUSR1 makes running ranks write theirs)
   vigil-doctor trace FILE... -o OUT.json
       write a Chrome/Perfetto trace: one process per rank, one thread per stream
-  vigil-doctor logs FILE|DIR... [--signatures KB.json] [--evidence N]
+  vigil-doctor logs FILE|DIR... [--json] [--html REPORT.html] [--signatures KB.json] [--evidence N]
       read the logs of a failed job (plain or .gz; directories recursively; one file per rank
       or host, or launcher output with torchrun/mpirun/srun rank prefixes) and print a verdict:
       the first failure in time across ranks, its signature, cause and remedy (and the vigil
       error id of that situation), the ranks that only waited on it, and what the ranks say
       together (the straggler behind a collective timeout, diverged collectives, ports in use
-      by host, ranks missing at init, ranks that exited early), with the file:line of each
+      by host, ranks missing at init, ranks that exited early), with the file:line of each;
+      --json prints it for programs, --html also writes a self-contained report with a timeline
   vigil-doctor logs --check-signatures [KB.json] [--minimum N]
       prove the signature knowledge base: every sample matches its own signature with every
       field, and no other (the installed tools/log_signatures.json by default, at least 60)
@@ -99,14 +100,14 @@ int traceCommand(const std::vector<std::string>& args) {
 
 int logsCommand(const std::vector<std::string>& args) {
   std::vector<std::string> inputs;
-  std::string signatures, evidence = "24", minimum;
-  bool check = false;
+  std::string signatures, evidence = "24", minimum, html;
+  bool check = false, json = false;
   for (size_t i = 0; i < args.size(); ++i) {
     if (optionValue(args, i, "--signatures", signatures) || optionValue(args, i, "--evidence", evidence) ||
-        optionValue(args, i, "--minimum", minimum))
+        optionValue(args, i, "--minimum", minimum) || optionValue(args, i, "--html", html))
       continue;
-    if (args[i] == "--check-signatures") {
-      check = true;
+    if (args[i] == "--check-signatures" || args[i] == "--json") {
+      (args[i] == "--json" ? json : check) = true;
       continue;
     }
     if (args[i].starts_with("-")) return usageError("logs: unknown option " + args[i]);
@@ -124,7 +125,7 @@ int logsCommand(const std::vector<std::string>& args) {
     return runCheckSignatures(path, minimum.empty() ? (path.empty() ? 60 : 1) : count(minimum, "--minimum"));
   }
   if (inputs.empty()) return usageError("logs needs at least one log file or directory");
-  return runLogs(inputs, signatures, count(evidence, "--evidence"));
+  return runLogs(inputs, LogsOutput{signatures, count(evidence, "--evidence"), json, html});
 }
 
 }  // namespace

@@ -143,6 +143,47 @@ check "ranks 1-3 only waited" has "$OUT" "only waited: ranks 1-3"
 check "the remedy" has "$OUT" "remedy:"
 [[ $FAILED -eq 0 ]] || show
 
+echo "== the same verdicts for programs (--json) and in a browser (--html, rendered by headless Chromium)"
+doctor logs "$TMP/port" --json
+check "--json: rc 0 (got $RC)" test "$RC" -eq 0
+jq_() { python3 -c "import json,sys; d=json.load(sys.stdin); print($1)" <<<"$OUT"; }
+check "--json: the verdict is a failure on rank 0, host node0" \
+  test "$(jq_ "d['verdict']['kind'], d['verdict']['rank'], d['verdict']['host']")" = "failure 0 node0"
+check "--json: the verdict's signature and vigil id" \
+  test "$(jq_ "d['verdict']['signature']['id'], d['verdict']['signature']['vigil']")" = "torch-tcpstore-port-in-use VG-NET-001"
+check "--json: ranks 1-3 only waited" test "$(jq_ "d['only_waited']")" = "[1, 2, 3]"
+check "--json: every matched line, with file, line and fields" \
+  test "$(jq_ "len(d['hits']), d['hits'][0]['file'].endswith('node0/rank0.log'), d['hits'][0]['line'], d['hits'][0]['fields']['port']")" = "4 True 2 29500"
+doctor logs "$TMP/straggler" --json
+check "--json: the straggler, by reasoning" \
+  test "$(jq_ "d['verdict']['kind'], d['verdict']['rank'], d['findings'][d['verdict']['finding']]['rank']")" = "reasoning 3 3"
+
+CHROME=$(command -v chromium || command -v chromium-browser || true)
+render() {  # render REPORT.html: the DOM after the page ran, as headless Chromium gives it
+  timeout 120 "$CHROME" --headless --no-sandbox --disable-gpu --user-data-dir="$TMP/chrome" --dump-dom "file://$1" \
+    2>"$TMP/chrome.err"
+}
+if [[ -z $CHROME ]]; then
+  fail "the HTML report needs chromium to be checked (Debian package chromium; build.sh installs it)"
+else
+  doctor logs "$TMP/port" --html "$TMP/port.html"
+  check "--html: rc 0 (got $RC), the text report too" test "$RC" -eq 0 -a -n "$OUT"
+  check "--html: self-contained (no src= or href=)" test "$(grep -cE 'src=|href=' "$TMP/port.html")" -eq 0
+  DOM=$(render "$TMP/port.html")
+  check "rendered: the page's script ran" has "$DOM" '<body class="rendered">'
+  check "rendered: one timeline row per rank, the first failure drawn" has "$DOM" \
+    "rendered: 4 rank rows, 4 events, first failure: torch-tcpstore-port-in-use"
+  check "rendered: the first failure highlighted" grep -q '<circle class="mark cause first" id="first-failure"' <<<"$DOM"
+  check "rendered: the verdict" has "$DOM" "the first failure is on rank 0 (host node0)"
+  check "rendered: its evidence row highlighted" grep -q '<tr class="first-failure">' <<<"$DOM"
+  doctor logs "$TMP/straggler" --html "$TMP/straggler.html"
+  DOM=$(render "$TMP/straggler.html")
+  check "rendered: the straggler's row marked" grep -q '<g class="row origin" data-rank="3">' <<<"$DOM"
+  check "rendered: six rank rows" has "$DOM" "rendered: 6 rank rows, 16 events"
+  [[ $FAILED -eq 0 ]] || sed 's/^/  chromium: /' "$TMP/chrome.err" | tail -5
+fi
+[[ $FAILED -eq 0 ]] || show
+
 echo "== init: 3 of 4 clients joined; rank 3 wrote nothing"
 mkdir -p "$TMP/init"
 echo 'torch.distributed.DistStoreError: Timed out after 601 seconds waiting for clients. 3/4 clients joined.' \
