@@ -296,6 +296,7 @@ void scanFile(const KnowledgeBase& kb, const std::map<std::string, std::string>&
   if (!reader.gz) throw InputError(file.path + ": cannot open");
   std::vector<size_t> fileHits;
   std::set<int> lineRanks, fieldRanks;
+  std::set<std::string> lineHosts;
   std::optional<int64_t> lastTime;
   std::string raw;
   for (size_t lineNo = 1; reader.next(raw); ++lineNo) {
@@ -375,9 +376,11 @@ void scanFile(const KnowledgeBase& kb, const std::map<std::string, std::string>&
     hit.text = cut(s);
     fileHits.push_back(scan.hits.size());
     scan.hits.push_back(std::move(hit));
-    if (origin.host.empty() == false && file.host.empty()) file.host = origin.host;
+    if (!origin.host.empty()) lineHosts.insert(origin.host);
   }
   file.mixedRanks = lineRanks.size() > 1;
+  // A file whose lines name one host (NCCL's prefix) is that host's, unless its name says otherwise.
+  if (file.host.empty() && lineHosts.size() == 1) file.host = *lineHosts.begin();
   // A file without per-line prefixes belongs to the one rank its name or its lines name.
   if (!file.rank && lineRanks.empty() && fieldRanks.size() == 1) file.rank = *fieldRanks.begin();
   if (!file.rank && lineRanks.size() == 1 && !file.mixedRanks) file.rank = *lineRanks.begin();

@@ -2,6 +2,7 @@
 // a subclass of torch's ProcessGroup (vigil/torch/__init__.py registers the
 // backend).
 
+#include <torch/csrc/Dtype.h>
 #include <torch/csrc/utils/pybind.h>
 
 #include <torch/csrc/distributed/c10d/ProcessGroup.hpp>
@@ -30,6 +31,24 @@ PYBIND11_MODULE(_vigil_torch, m) {
       .def("_hold_queue_for_testing", &ProcessGroupVigil::holdQueueForTesting,
            "For tests: holds the group's queue (nothing queued after it runs) until release() on the returned "
            "handle, or its end, as an operation that does not return would.")
+      .def(
+          "_symmetric_empty",
+          [](ProcessGroupVigil& pg, const std::vector<int64_t>& sizes, const py::object& dtype) {
+            if (!THPDtype_Check(dtype.ptr())) throw py::type_error("dtype must be a torch.dtype");
+            const at::ScalarType type = reinterpret_cast<THPDtype*>(dtype.ptr())->scalar_type;
+            py::gil_scoped_release nogil;
+            return pg.symmetricEmpty(sizes, type);
+          },
+          py::arg("sizes"), py::arg("dtype"),
+          "Collective: a CPU tensor in a new block of the group's symmetric heap (see vigil.torch.symmetric_empty).")
+      .def("_symmetric_collect", &ProcessGroupVigil::symmetricCollect, py::call_guard<py::gil_scoped_release>(),
+           "Collective: frees the heap blocks that no tensor on any rank uses; returns how many.")
+      .def("_barrier_all", &ProcessGroupVigil::barrierAll,
+           "Collective: vigilBarrierAll on the group's communicator; returns a Work.")
+      .def("_peer_view", &ProcessGroupVigil::symmetricPeerView, py::arg("tensor"), py::arg("peer"),
+           "A view of a symmetric tensor in `peer`'s copy (same host).")
+      .def_property_readonly("_symmetric_blocks_in_use", &ProcessGroupVigil::symmetricBlocksInUse,
+                             "Heap blocks a tensor on this rank still uses.")
       .def_property_readonly("comm_name", &ProcessGroupVigil::commName,
                              "The vigil communicator's name, as errors and flight-recorder dumps show it.")
       .def_property_readonly(

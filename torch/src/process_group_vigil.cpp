@@ -61,7 +61,7 @@ ProcessGroupVigil::ProcessGroupVigil(const c10::intrusive_ptr<c10d::Store>& stor
   config.connectTimeoutMs = timeoutMs >= kMinConnectTimeoutMs ? timeoutMs : -1;
   config.commName = commName_.c_str();
   config.timeoutName = kTimeoutName;
-  comm_ = std::make_unique<vigil::Communicator>(size, vigil::RootInfo::fromString(rootText), rank, &config);
+  comm_ = std::make_shared<vigil::Communicator>(size, vigil::RootInfo::fromString(rootText), rank, &config);
   completions_ = std::make_unique<CompletionPool>();
   p2p_ = std::make_unique<PointToPoint>(store, "vigil-p2p/" + rootText, commName_, rank, timeoutMs);
   queue_ = std::make_unique<OpQueue>("the group's queue", timeout);
@@ -77,7 +77,7 @@ ProcessGroupVigil::~ProcessGroupVigil() {
   queue_.reset();  // runs what is queued: each operation ends by its deadline
   p2p_.reset();
   completions_.reset();  // runs the callbacks of the last completions
-  comm_.reset();
+  comm_.reset();         // destroyed here, or with the last tensor over its symmetric heap
   if (python != nullptr) PyEval_RestoreThread(python);
 }
 

@@ -9,6 +9,7 @@
 #include <chrono>
 #include <functional>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <torch/csrc/distributed/c10d/ProcessGroup.hpp>
 #include <torch/csrc/distributed/c10d/Store.hpp>
@@ -101,6 +102,20 @@ class ProcessGroupVigil final : public c10d::ProcessGroup {
   void setSequenceNumberForGroup() override;
   uint64_t getSequenceNumberForGroup() override;
 
+  // symmetric.cpp: tensors over the communicator's symmetric heap. The first three are
+  // collective and run on the group's queue, in order with its collectives.
+  // A CPU tensor of `sizes` and `dtype` in a new block of the heap (reads as zero).
+  at::Tensor symmetricEmpty(const std::vector<int64_t>& sizes, at::ScalarType dtype);
+  // Frees the blocks no tensor on any rank uses any more; returns how many.
+  int64_t symmetricCollect();
+  // vigilBarrierAll: every store and put of every rank before it is visible after it.
+  c10::intrusive_ptr<c10d::Work> barrierAll();
+  // Local: `tensor` (over this group's heap) as it lies in `peer`'s copy, for loads and stores.
+  at::Tensor symmetricPeerView(const at::Tensor& tensor, int peer);
+  // Blocks that a tensor on this rank still uses (for tests).
+  size_t symmetricBlocksInUse() const;
+  struct SymmetricBlock;
+
  private:
   // What a Work reports: its type, profiler title (a literal), operation
   // name for errors, and the tensors for the profiler and result().
@@ -126,12 +141,17 @@ class ProcessGroupVigil final : public c10d::ProcessGroup {
   // One tensor, dense, on the CPU: the argument of broadcast/allreduce/reduce/send/recv.
   at::Tensor singleTensor(const OpSite& site, const std::vector<at::Tensor>& tensors) const;
   void requirePeer(const OpSite& site, int peer) const;
+  // On the queue's worker: frees the blocks that no rank uses.
+  size_t collectSymmetric();
 
   std::string commName_;
   std::chrono::milliseconds timeout_;
   c10::intrusive_ptr<c10d::Store> store_;  // the group's; monitored_barrier meets there
   uint64_t monitoredBarriers_ = 0;         // how many this rank called: each has its own keys
-  std::unique_ptr<vigil::Communicator> comm_;
+  // Shared with the symmetric blocks: tensors over the heap keep it after the group is gone.
+  std::shared_ptr<vigil::Communicator> comm_;
+  mutable std::mutex symmetricMutex_;
+  std::vector<std::shared_ptr<SymmetricBlock>> symmetricBlocks_;  // allocation order, the same on every rank
   // Completes the futures of the Works below: outlives their workers.
   std::unique_ptr<CompletionPool> completions_;
   std::unique_ptr<PointToPoint> p2p_;
