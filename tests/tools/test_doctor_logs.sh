@@ -310,5 +310,22 @@ check "the one failure, on rank 11" has "$(verdict)" "verdict: the first failure
 check "  ... at its line" has "$OUT" "many/rank11.log.gz:2501"
 [[ $FAILED -eq 0 ]] || show
 
+echo "== logs of public bug reports (tests/tools/logs/public: SOURCE.md names each report)"
+PUB=$(dirname "${BASH_SOURCE[0]}")/logs/public
+doctor logs "$PUB"/ompi-2661-mpirun-signal9/*.log
+check "ompi#2661: rank 0 killed by signal 9" has "$(verdict)" "verdict: the first failure is on rank 0 (host host01)"
+check "ompi#2661: the exit" has "$OUT" "rank 0 exited (signal 9)"
+doctor logs "$PUB"/nccl-1409-optype-mismatch-same-seq/*.log
+check "nccl#1409: ranks ran different collectives at one seq" has "$OUT" \
+  "ranks ran different collectives at seq 80078: ALLREDUCE on rank 3; BROADCAST on rank 7"
+doctor logs "$PUB"/uccl-303-gloo-connection-closed/*.log
+check "uccl#303: rank 5, Gloo's connection closed by the peer" has "$(verdict)" \
+  "verdict: the first failure is on rank 5 at 08-26 12:47:22.426: Gloo TCP: the peer closed the connection"
+doctor logs "$PUB"/vllm-ascend-3389-tp16-hccl-ei0006/*.log
+check "vllm-ascend#3389 (16 ranks): 15 ranks with lines, EI0006 first on rank 11" has "$OUT" \
+  "ranks with lines: 0-12,14,15"
+check "  ... the verdict" has "$(verdict)" "the first is on rank 11 at 2025-10-11 11:32:29.335: HCCL EI0006"
+[[ $FAILED -eq 0 ]] || show
+
 echo "$PASSED passed, $FAILED failed"
 [[ $FAILED -eq 0 ]]
