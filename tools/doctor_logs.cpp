@@ -401,7 +401,7 @@ void scanFile(const KnowledgeBase& kb, const std::map<std::string, std::string>&
 
 LogScan scanLogs(const KnowledgeBase& kb, const std::vector<std::string>& inputs) {
   LogScan scan;
-  const std::map<std::string, std::string> meanings = vigilErrorMeanings();
+  scan.vigilMeanings = vigilErrorMeanings();
   int yearHint = 0;  // year 0: unknown (glog lines carry none); shown as "MM-DD ..."
   for (const std::string& path : expandInputs(inputs)) {
     if (looksBinary(path)) {
@@ -412,7 +412,7 @@ LogScan scanLogs(const KnowledgeBase& kb, const std::vector<std::string>& inputs
     file.path = path;
     originFromName(file);
     scan.files.push_back(std::move(file));
-    scanFile(kb, meanings, scan.files.size() - 1, scan, yearHint);
+    scanFile(kb, scan.vigilMeanings, scan.files.size() - 1, scan, yearHint);
     scan.lines += scan.files.back().lines;
   }
   return scan;

@@ -74,6 +74,7 @@ struct LogScan {
   std::set<int> ranksWithLines;
   std::set<std::string> hosts;
   std::map<int, std::string> hostOfRank;
+  std::map<std::string, std::string> vigilMeanings;  // docs/errors.md's table, read once
   std::optional<int> nranks;
   size_t lines = 0;
 };
@@ -105,6 +106,8 @@ struct Report {
 
 Report analyse(const LogScan& scan);
 std::string formatTimeMs(int64_t ms);  // "2024-05-01 12:34:56.789"
+// "path/to/file.log:12"
+std::string hitLocation(const LogScan& scan, const Hit& hit);
 
 struct LogsOutput {
   std::string signatures;  // --signatures, or found

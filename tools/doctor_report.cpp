@@ -82,9 +82,6 @@ std::string rankLabel(const std::optional<int>& rank) {
   return rank ? "rank " + std::to_string(*rank) : "rank ?";
 }
 
-std::string where(const LogScan& scan, const Hit& hit) {
-  return scan.files[hit.file].path + ":" + std::to_string(hit.line);
-}
 
 // The timeline: one row per rank (ranks of the world without a line included, marked), time
 // left to right; lines without a time in a band of their own on the right.
@@ -154,7 +151,7 @@ void writeTimeline(std::ostream& out, const LogScan& scan, const Report& report)
         << "\" data-signature=\"" << escape(hit->sig->id) << "\"><title>" << escape(rankLabel(hit->rank)) << " "
         << (hit->timeMs ? escape(formatTimeMs(*hit->timeMs)) : "") << "\n"
         << escape(hit->sig->id) << " (" << hit->sig->role << ")\n"
-        << escape(where(scan, *hit)) << "\n"
+        << escape(hitLocation(scan, *hit)) << "\n"
         << escape(hit->text) << "</title></circle>\n";
     if (first) out << "<text class=\"first-label\" x=\"" << x + 11 << "\" y=\"" << y - 6 << "\">first failure</text>\n";
   }
@@ -188,7 +185,7 @@ constexpr const char* kScript = R"(
   var marks = svg.querySelectorAll('circle.mark').length;
   var rows = svg.querySelectorAll('g.row').length;
   var first = document.getElementById('first-failure');
-  var origin = first ? first.closest('svg') && first.getAttribute('data-signature') : null;
+  var origin = first ? first.getAttribute('data-signature') : null;
   document.getElementById('timeline-summary').textContent =
       'rendered: ' + rows + ' rank rows, ' + marks + ' events' + (origin ? ', first failure: ' + origin : '');
   document.body.classList.add('rendered');
@@ -198,7 +195,7 @@ constexpr const char* kScript = R"(
 }  // namespace
 
 void printJson(const LogScan& scan, const KnowledgeBase& kb, const Report& report) {
-  const std::map<std::string, std::string> meanings = vigilErrorMeanings();
+  const std::map<std::string, std::string>& meanings = scan.vigilMeanings;
   json files = json::array();
   for (const LogFile& file : scan.files)
     files.push_back(
@@ -245,7 +242,7 @@ void printJson(const LogScan& scan, const KnowledgeBase& kb, const Report& repor
 
 bool writeHtml(const LogScan& scan, const KnowledgeBase& kb, const Report& report, const std::string& path) {
   std::ostringstream out;
-  const std::map<std::string, std::string> meanings = vigilErrorMeanings();
+  const std::map<std::string, std::string>& meanings = scan.vigilMeanings;
   out << "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">\n<title>vigil-doctor: "
       << escape(report.headline.substr(0, 120)) << "</title>\n<style>" << kStyle << "</style></head>\n<body>\n";
   out << "<h1>vigil-doctor logs</h1>\n<p class=\"summary\">" << scan.files.size() << " file(s), " << scan.lines
@@ -258,7 +255,7 @@ bool writeHtml(const LogScan& scan, const KnowledgeBase& kb, const Report& repor
       << "\"><h2>Verdict</h2>\n<p class=\"headline\">" << escape(report.headline) << "</p>\n";
   if (report.hit) {
     const Signature& sig = *report.hit->sig;
-    out << "<p class=\"line\">" << escape(where(scan, *report.hit)) << ": " << escape(report.hit->text) << "</p>\n<dl>"
+    out << "<p class=\"line\">" << escape(hitLocation(scan, *report.hit)) << ": " << escape(report.hit->text) << "</p>\n<dl>"
         << "<dt>meaning</dt><dd>" << escape(sig.meaning) << "</dd><dt>causes</dt><dd><ul>";
     for (const std::string& cause : sig.causes) out << "<li>" << escape(cause) << "</li>";
     out << "</ul></dd><dt>remedy</dt><dd>" << escape(sig.remedy) << "</dd>";
@@ -283,7 +280,7 @@ bool writeHtml(const LogScan& scan, const KnowledgeBase& kb, const Report& repor
     out << "<section id=\"findings\"><h2>Across ranks</h2><ul>\n";
     for (const Finding& f : report.findings) {
       out << "<li>" << escape(f.text);
-      for (const Hit* hit : f.evidence) out << "<br><code>" << escape(where(scan, *hit)) << "</code>";
+      for (const Hit* hit : f.evidence) out << "<br><code>" << escape(hitLocation(scan, *hit)) << "</code>";
       out << "</li>\n";
     }
     out << "</ul></section>\n";
@@ -294,7 +291,7 @@ bool writeHtml(const LogScan& scan, const KnowledgeBase& kb, const Report& repor
     out << "<tr" << (hit == report.hit ? " class=\"first-failure\"" : "") << "><td>"
         << (hit->timeMs ? escape(formatTimeMs(*hit->timeMs)) : "") << "</td><td>" << escape(rankLabel(hit->rank))
         << (hit->host.empty() ? "" : " " + escape(hit->host)) << "</td><td>" << escape(hit->sig->id)
-        << "</td><td><code>" << escape(where(scan, *hit)) << "</code><br><span class=\"line\">" << escape(hit->text)
+        << "</td><td><code>" << escape(hitLocation(scan, *hit)) << "</code><br><span class=\"line\">" << escape(hit->text)
         << "</span></td></tr>\n";
   out << "</table></section>\n<script>" << kScript << "</script>\n</body></html>\n";
 

@@ -55,10 +55,6 @@ std::string who(const Hit& hit) {
   return text;
 }
 
-std::string where(const LogScan& scan, const Hit& hit) {
-  return scan.files[hit.file].path + ":" + std::to_string(hit.line);
-}
-
 std::string formatTime(int64_t ms) {
   int64_t days = ms >= 0 ? ms / 86400000 : (ms - 86399999) / 86400000;
   const int64_t inDay = ms - days * 86400000;
@@ -273,6 +269,10 @@ std::string formatTimeMs(int64_t ms) {
   return formatTime(ms);
 }
 
+std::string hitLocation(const LogScan& scan, const Hit& hit) {
+  return scan.files[hit.file].path + ":" + std::to_string(hit.line);
+}
+
 Report analyse(const LogScan& scan) {
   Report report;
   for (const Hit& hit : scan.hits) report.ordered.push_back(&hit);
@@ -352,7 +352,7 @@ Report analyse(const LogScan& scan) {
 }
 
 void printText(const LogScan& scan, const KnowledgeBase& kb, const Report& report, size_t maxEvidence) {
-  const std::map<std::string, std::string> meanings = vigilErrorMeanings();
+  const std::map<std::string, std::string>& meanings = scan.vigilMeanings;
   std::set<std::string> matched;
   for (const Hit& hit : scan.hits) matched.insert(hit.sig->id);
   std::cout << "logs: " << scan.files.size() << " file(s), " << scan.lines << " lines; ranks with lines: "
@@ -364,7 +364,7 @@ void printText(const LogScan& scan, const KnowledgeBase& kb, const Report& repor
   std::cout << "verdict: " << report.headline << "\n";
   if (report.kind == Report::Kind::None) return;
   if (report.hit) {
-    std::cout << "  line:     " << where(scan, *report.hit) << ": " << report.hit->text << "\n";
+    std::cout << "  line:     " << hitLocation(scan, *report.hit) << ": " << report.hit->text << "\n";
     if (!report.peerNote.empty()) printWrapped("peer:", report.peerNote, kIndent);
     printSignature(*report.hit->sig, meanings);
   }
@@ -374,7 +374,7 @@ void printText(const LogScan& scan, const KnowledgeBase& kb, const Report& repor
     std::cout << "across ranks:\n";
     for (const Finding& f : report.findings) {
       printWrapped("-", f.text, 4);
-      for (const Hit* hit : f.evidence) std::cout << "      " << where(scan, *hit) << "\n";
+      for (const Hit* hit : f.evidence) std::cout << "      " << hitLocation(scan, *hit) << "\n";
     }
   }
   if (report.timed == 0)
@@ -389,7 +389,7 @@ void printText(const LogScan& scan, const KnowledgeBase& kb, const Report& repor
   const std::vector<const Hit*> firsts = report.firstPerRankAndSignature();
   for (const Hit* hit : firsts) {
     if (printed++ == maxEvidence) break;
-    std::cout << "  " << where(scan, *hit) << " [" << (hit->rank ? "rank " + std::to_string(*hit->rank) : "rank ?")
+    std::cout << "  " << hitLocation(scan, *hit) << " [" << (hit->rank ? "rank " + std::to_string(*hit->rank) : "rank ?")
               << (hit->host.empty() ? "" : ", " + hit->host) << "] " << hit->sig->id << ": " << hit->text << "\n";
   }
   if (firsts.size() > maxEvidence)
