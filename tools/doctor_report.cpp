@@ -82,7 +82,6 @@ std::string rankLabel(const std::optional<int>& rank) {
   return rank ? "rank " + std::to_string(*rank) : "rank ?";
 }
 
-
 // The timeline: one row per rank (ranks of the world without a line included, marked), time
 // left to right; lines without a time in a band of their own on the right.
 void writeTimeline(std::ostream& out, const LogScan& scan, const Report& report) {
@@ -255,7 +254,8 @@ bool writeHtml(const LogScan& scan, const KnowledgeBase& kb, const Report& repor
       << "\"><h2>Verdict</h2>\n<p class=\"headline\">" << escape(report.headline) << "</p>\n";
   if (report.hit) {
     const Signature& sig = *report.hit->sig;
-    out << "<p class=\"line\">" << escape(hitLocation(scan, *report.hit)) << ": " << escape(report.hit->text) << "</p>\n<dl>"
+    out << "<p class=\"line\">" << escape(hitLocation(scan, *report.hit)) << ": " << escape(report.hit->text)
+        << "</p>\n<dl>"
         << "<dt>meaning</dt><dd>" << escape(sig.meaning) << "</dd><dt>causes</dt><dd><ul>";
     for (const std::string& cause : sig.causes) out << "<li>" << escape(cause) << "</li>";
     out << "</ul></dd><dt>remedy</dt><dd>" << escape(sig.remedy) << "</dd>";
@@ -291,8 +291,8 @@ bool writeHtml(const LogScan& scan, const KnowledgeBase& kb, const Report& repor
     out << "<tr" << (hit == report.hit ? " class=\"first-failure\"" : "") << "><td>"
         << (hit->timeMs ? escape(formatTimeMs(*hit->timeMs)) : "") << "</td><td>" << escape(rankLabel(hit->rank))
         << (hit->host.empty() ? "" : " " + escape(hit->host)) << "</td><td>" << escape(hit->sig->id)
-        << "</td><td><code>" << escape(hitLocation(scan, *hit)) << "</code><br><span class=\"line\">" << escape(hit->text)
-        << "</span></td></tr>\n";
+        << "</td><td><code>" << escape(hitLocation(scan, *hit)) << "</code><br><span class=\"line\">"
+        << escape(hit->text) << "</span></td></tr>\n";
   out << "</table></section>\n<script>" << kScript << "</script>\n</body></html>\n";
 
   std::ofstream file(path, std::ios::binary | std::ios::trunc);

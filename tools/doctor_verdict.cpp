@@ -389,7 +389,8 @@ void printText(const LogScan& scan, const KnowledgeBase& kb, const Report& repor
   const std::vector<const Hit*> firsts = report.firstPerRankAndSignature();
   for (const Hit* hit : firsts) {
     if (printed++ == maxEvidence) break;
-    std::cout << "  " << hitLocation(scan, *hit) << " [" << (hit->rank ? "rank " + std::to_string(*hit->rank) : "rank ?")
+    std::cout << "  " << hitLocation(scan, *hit) << " ["
+              << (hit->rank ? "rank " + std::to_string(*hit->rank) : "rank ?")
               << (hit->host.empty() ? "" : ", " + hit->host) << "] " << hit->sig->id << ": " << hit->text << "\n";
   }
   if (firsts.size() > maxEvidence)
