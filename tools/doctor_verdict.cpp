@@ -141,6 +141,12 @@ void collectiveFindings(const LogScan& scan, std::vector<Finding>& findings) {
     straggler.text = others + "; " + ranksText(silent) + " wrote no log lines: its log is missing or it died first";
     straggler.blame = *silent.begin();
   } else if (!quiet.empty()) {
+    // The ranks the waiting ones name as the peer they wait for, when the lines say (vigil's do).
+    std::set<int> named;
+    for (const auto& [rank, hit] : timedOut)
+      if (const auto peer = numberField(*hit, "peer"); peer && waiting.contains(rank) && quiet.contains(static_cast<int>(*peer)))
+        named.insert(static_cast<int>(*peer));
+    if (!named.empty()) quiet = named;
     straggler.text = others + "; " + ranksText(quiet) +
                      " logged no timeout and no sequence number: " + (quiet.size() == 1 ? "it is" : "they are") +
                      " the likely straggler (stuck before" + seqText + ", or in another operation)";

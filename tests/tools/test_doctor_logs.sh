@@ -280,9 +280,13 @@ echo "== a real job: rank 2 stalls, ranks 0 and 1 time out"
 VIGIL_TIMEOUT_MS=2000 timeout 90 "$RUN" -n 3 --dump-grace 0 --timeout 60 "$RANK" loop --iters 5 --count 4 \
   --leave-rank 2 --leave-iter 2 --how stall >"$TMP/stalled.log" 2>&1
 doctor logs "$TMP/stalled.log"
-check "verdict: rank 2 is the straggler" has "$(verdict)" \
-  "ranks 0,1 timed out in ALLREDUCE seq 3; rank 2 logged no timeout and no sequence number: it is the likely straggler"
-check "ranks 0,1 only waited" has "$OUT" "only waited: ranks 0,1"
+# vigil-run stops the job when the first survivor exits: whether the other one printed its
+# timeout by then is a race, so rank 1 may or may not be among the waiting ranks. Both name
+# rank 2 as the peer they wait for.
+check "verdict: rank 2 is the straggler" grep -qE \
+  "^verdict: .*(rank 0|ranks 0,1) timed out in ALLREDUCE seq 3; rank 2 logged no timeout and no sequence number: it is the likely straggler" \
+  <<<"$OUT"
+check "ranks 0 (and 1) only waited" grep -qE "^only waited: (rank 0|ranks 0,1) " <<<"$OUT"
 [[ $FAILED -eq 0 ]] || { show; sed 's/^/  job: /' "$TMP/stalled.log"; }
 
 echo "== a peer reported lost: the verdict names the peer"
