@@ -261,8 +261,9 @@ bool writeHtml(const LogScan& scan, const KnowledgeBase& kb, const Report& repor
     out << "</ul></dd><dt>remedy</dt><dd>" << escape(sig.remedy) << "</dd>";
     if (!sig.vigil.empty()) {
       const auto meaning = meanings.find(sig.vigil);
-      out << "<dt>vigil</dt><dd><code>" << escape(sig.vigil) << "</code>"
-          << (meaning == meanings.end() ? "" : " " + escape(meaning->second)) << "</dd>";
+      out << "<dt>vigil</dt><dd><code>" << escape(sig.vigil) << "</code>";
+      if (meaning != meanings.end()) out << " " << escape(meaning->second);
+      out << "</dd>";
     }
     out << "<dt>source</dt><dd>" << escape(sig.source) << "</dd></dl>\n";
   }
@@ -290,7 +291,7 @@ bool writeHtml(const LogScan& scan, const KnowledgeBase& kb, const Report& repor
   for (const Hit* hit : report.firstPerRankAndSignature())
     out << "<tr" << (hit == report.hit ? " class=\"first-failure\"" : "") << "><td>"
         << (hit->timeMs ? escape(formatTimeMs(*hit->timeMs)) : "") << "</td><td>" << escape(rankLabel(hit->rank))
-        << (hit->host.empty() ? "" : " " + escape(hit->host)) << "</td><td>" << escape(hit->sig->id)
+        << (hit->host.empty() ? "" : " ") << escape(hit->host) << "</td><td>" << escape(hit->sig->id)
         << "</td><td><code>" << escape(hitLocation(scan, *hit)) << "</code><br><span class=\"line\">"
         << escape(hit->text) << "</span></td></tr>\n";
   out << "</table></section>\n<script>" << kScript << "</script>\n</body></html>\n";
