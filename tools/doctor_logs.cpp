@@ -17,6 +17,7 @@
 #include <limits>
 #include <set>
 #include <sstream>
+#include <tuple>
 
 #include "doctor_dump.hpp"
 
@@ -66,6 +67,22 @@ int64_t daysFromCivil(int y, int m, int d) {
   return int64_t{era} * 146097 + doe - 719468;
 }
 
+}  // namespace
+
+std::tuple<int, int, int> civilFromDays(int64_t z) {
+  z += 719468;
+  const int64_t era = (z >= 0 ? z : z - 146096) / 146097;
+  const int64_t doe = z - era * 146097;
+  const int64_t yoe = (doe - doe / 1460 + doe / 36524 - doe / 146096) / 365;
+  const int64_t doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+  const int64_t mp = (5 * doy + 2) / 153;
+  const int d = static_cast<int>(doy - (153 * mp + 2) / 5 + 1);
+  const int m = static_cast<int>(mp < 10 ? mp + 3 : mp - 9);
+  return {static_cast<int>(yoe + era * 400 + (m <= 2)), m, d};
+}
+
+namespace {
+
 std::optional<int64_t> civilMs(int y, int mo, int d, int64_t timeOfDayMs) {
   if (mo < 1 || mo > 12 || d < 1 || d > 31) return std::nullopt;
   return daysFromCivil(y, mo, d) * 86400000 + timeOfDayMs;
@@ -94,12 +111,28 @@ std::optional<int64_t> timeOfDayMs(std::string_view s, size_t& i) {
 }
 
 // The line's own time: "2024-05-01 12:34:56,789", "2024-05-01T12:34:56.789Z", "2024/05/01 ...",
-// HCCL's plog "2024-05-01-12:34:56.789.123", or glog's "E0501 12:34:56.789012" (torch c10d
+// HCCL's plog "2024-05-01-12:34:56.789.123", torchrun's error summary "2024-05-01_12:34:56",
+// vLLM's "INFO 05-01 12:34:56", or glog's "E0501 12:34:56.789012" (torch c10d
 // writes "E501 ..."),
 // whose year comes from yearHint.
 std::optional<int64_t> lineTime(std::string_view s, int yearHint) {
   const size_t end = std::min(s.size(), kTimeScan);
+  // vLLM's "(Worker pid=1) ERROR 10-11 11:32:59 [file.py:12]" is when the line was printed; a
+  // full date later in the line (HCCL's error text quoted in it) is when the error happened.
+  std::optional<int64_t> printed;
   for (size_t p = 0; p < end; ++p) {
+    if (!printed && (p == 0 || s[p - 1] == ' ')) {
+      for (const std::string_view level : {"DEBUG ", "INFO ", "WARNING ", "ERROR ", "CRITICAL "}) {
+        if (!s.substr(p).starts_with(level)) continue;
+        size_t i = p + level.size();
+        const int mo = digits(s, i, 2);
+        if (mo < 0 || i >= s.size() || s[i++] != '-') break;
+        const int d = digits(s, i, 2);
+        if (d < 0 || i >= s.size() || s[i++] != ' ') break;
+        if (const auto t = timeOfDayMs(s, i)) printed = civilMs(yearHint, mo, d, *t);
+        break;
+      }
+    }
     if (digitAt(s, p) && (p == 0 || !digitAt(s, p - 1))) {
       size_t i = p;
       const int y = digits(s, i, 4);
@@ -108,7 +141,7 @@ std::optional<int64_t> lineTime(std::string_view s, int yearHint) {
       const int mo = digits(s, i, 2);
       if (mo < 0 || i >= s.size() || s[i++] != sep) continue;
       const int d = digits(s, i, 2);
-      if (d < 0 || i >= s.size() || (s[i] != ' ' && s[i] != 'T' && s[i] != '-')) continue;
+      if (d < 0 || i >= s.size() || (s[i] != ' ' && s[i] != 'T' && s[i] != '-' && s[i] != '_')) continue;
       ++i;
       if (const auto t = timeOfDayMs(s, i)) return civilMs(y, mo, d, *t);
     }
@@ -122,7 +155,13 @@ std::optional<int64_t> lineTime(std::string_view s, int yearHint) {
       if (const auto t = timeOfDayMs(s, i)) return civilMs(yearHint, mo, d, *t);
     }
   }
-  return std::nullopt;
+  return printed;
+}
+
+// "[2025-..." : a bracketed date, as torch_npu writes after its "[pid] ".
+bool datedBracket(std::string_view s) {
+  size_t i = 1;
+  return s.starts_with("[") && digits(s, i, 4) >= 0 && i < s.size() && s[i] == '-';
 }
 
 // Launcher prefixes, outermost first (they nest: srun around torchrun):
@@ -146,8 +185,9 @@ std::optional<int> stripLauncherPrefix(std::string_view& s) {
         }
       }
       j = i + 1;
-      if (const int64_t r = number(s, j); r >= 0 && j + 1 < s.size() && s[j] == ']' && s[j + 1] == ' ') {
-        rank = static_cast<int>(r);  // vigil-run: "[3] "
+      if (const int64_t r = number(s, j);
+          r >= 0 && j + 1 < s.size() && s[j] == ']' && s[j + 1] == ' ' && !datedBracket(s.substr(j + 2))) {
+        rank = static_cast<int>(r);  // vigil-run: "[3] "; torch_npu's "[pid] [2025-12-29 ..." is not a rank
         s.remove_prefix(j + 2);
         continue;
       }
@@ -262,16 +302,37 @@ bool looksBinary(const std::string& path) {
   return n > 0 && std::memchr(buf, '\0', static_cast<size_t>(n)) != nullptr;
 }
 
+// A file met in a directory walk that is a document or an image, not a log: a bug report's
+// README.md next to its logs, an earlier --html report, a screenshot.
+bool notALog(const fs::path& path) {
+  static const std::set<std::string> kNotLogs = {".md",   ".html", ".htm", ".png", ".jpg",
+                                                 ".jpeg", ".gif",  ".svg", ".pdf"};
+  std::string ext = path.extension().string();
+  std::transform(ext.begin(), ext.end(), ext.begin(), [](unsigned char c) { return std::tolower(c); });
+  return kNotLogs.contains(ext);
+}
+
 std::vector<std::string> expandInputs(const std::vector<std::string>& inputs) {
   std::vector<std::string> files;
   for (const std::string& input : inputs) {
     std::error_code ec;
     if (fs::is_directory(input, ec)) {
       std::vector<std::string> found;
+      size_t notLogs = 0;
       for (auto it = fs::recursive_directory_iterator(input, ec); !ec && it != fs::recursive_directory_iterator();
-           it.increment(ec))
-        if (it->is_regular_file(ec)) found.push_back(it->path().string());
+           it.increment(ec)) {
+        if (!it->is_regular_file(ec)) continue;
+        if (notALog(it->path())) {
+          ++notLogs;
+        } else {
+          found.push_back(it->path().string());
+        }
+      }
       if (ec) throw InputError(input + ": cannot list: " + ec.message());
+      if (notLogs > 0)
+        std::cerr << "vigil-doctor: " << input << ": skipped " << notLogs
+                  << " file(s) that are documents or images, not logs (*.md, *.html, *.png, ...); name a file to "
+                     "read it anyway\n";
       std::sort(found.begin(), found.end());
       files.insert(files.end(), found.begin(), found.end());
     } else if (fs::is_regular_file(input, ec)) {
@@ -298,10 +359,19 @@ void scanFile(const KnowledgeBase& kb, const std::map<std::string, std::string>&
   std::set<int> lineRanks, fieldRanks;
   std::set<std::string> lineHosts;
   std::optional<int64_t> lastTime;
+  std::optional<int> entryRank;  // the rank an entry of a launcher's report names (Scope::Entry)
+  bool firstEntry = false;       // inside the entry the launcher names as the first failure
   std::string raw;
   for (size_t lineNo = 1; reader.next(raw); ++lineNo) {
     ++file.lines;
     std::string_view s(raw);
+    // An entry of torchrun's report: "[0]:", then indented "  rank : 1 (local_rank: 1)" lines.
+    const bool indented = !s.empty() && (s.front() == ' ' || s.front() == '\t');
+    if (!indented) {
+      entryRank.reset();
+      size_t i = 1;
+      if (!(s.starts_with("[") && number(s, i) >= 0 && s.substr(i) == "]:")) firstEntry = false;
+    }
     LineOrigin origin;
     origin.rank = stripLauncherPrefix(s);
     if (origin.rank) lineRanks.insert(*origin.rank);
@@ -365,6 +435,10 @@ void scanFile(const KnowledgeBase& kb, const std::map<std::string, std::string>&
       }
     }
     if (!hit.rank) hit.rank = vgRank ? vgRank : origin.rank;
+    if (!hit.rank && indented) hit.rank = entryRank;
+    hit.namedFirst = firstEntry && indented;
+    if (hit.sig->scope == Signature::Scope::Entry && hit.rank) entryRank = hit.rank;
+    if (hit.sig->scope == Signature::Scope::FirstEntry) firstEntry = true;
     if (auto f = hit.fields.find("host"); f != hit.fields.end()) hit.host = f->second;
     if (hit.host.empty()) hit.host = origin.host;
     if (auto f = hit.fields.find("nranks"); f != hit.fields.end()) {
@@ -415,6 +489,15 @@ LogScan scanLogs(const KnowledgeBase& kb, const std::vector<std::string>& inputs
     scanFile(kb, scan.vigilMeanings, scan.files.size() - 1, scan, yearHint);
     scan.lines += scan.files.back().lines;
   }
+  // Lines without a year (glog, vLLM) met before any line with one were timed in year 0: they
+  // take the year the logs state, so that they order with the dated lines.
+  if (yearHint > 0)
+    for (Hit& hit : scan.hits)
+      if (hit.timeMs && *hit.timeMs < 0) {
+        const int64_t days = (*hit.timeMs - 86399999) / 86400000;
+        const auto [y, m, d] = civilFromDays(days);
+        if (y == 0) hit.timeMs = civilMs(yearHint, m, d, *hit.timeMs - days * 86400000);
+      }
   return scan;
 }
 

@@ -9,6 +9,7 @@
 #include <regex>
 #include <set>
 #include <string>
+#include <tuple>
 #include <vector>
 
 namespace vigil::doctor {
@@ -22,6 +23,10 @@ struct Signature {
   std::vector<std::pair<std::string, int>> fields;  // field name -> capture group
   std::string title, meaning, remedy, vigil, source;
   std::vector<std::string> causes, samples;
+  // Where its fields apply: its own line; the indented lines of the same entry that follow
+  // (torchrun's failure report gives the rank once per entry); or the entry that follows is the
+  // one the launcher names as the first failure ("Root Cause (first observed failure):").
+  enum class Scope { Line, Entry, FirstEntry } scope = Scope::Line;
 
   bool cause() const { return role == "cause"; }
   bool symptom() const { return role == "symptom"; }
@@ -56,6 +61,7 @@ struct Hit {
   std::string host;
   std::map<std::string, std::string> fields;
   std::string text;
+  bool namedFirst = false;  // in the entry the launcher names as the first failure
 };
 
 struct LogFile {
@@ -87,6 +93,7 @@ struct Finding {
   std::string text;
   std::vector<const Hit*> evidence;
   std::optional<int> blame;  // the rank the finding names as the origin, if any
+  bool decisive = false;     // it explains the job without naming one rank (diverged programs)
 };
 
 // The verdict over a scan, for every output (text, JSON, HTML).
@@ -105,7 +112,9 @@ struct Report {
 };
 
 Report analyse(const LogScan& scan);
-std::string formatTimeMs(int64_t ms);  // "2024-05-01 12:34:56.789"
+std::string formatTimeMs(int64_t ms);
+std::tuple<int, int, int> civilFromDays(
+    int64_t days);  // days since 1970-01-01 -> {year, month, day}  // "2024-05-01 12:34:56.789"
 // "path/to/file.log:12"
 std::string hitLocation(const LogScan& scan, const Hit& hit);
 

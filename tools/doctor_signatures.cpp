@@ -22,11 +22,13 @@ namespace {
 namespace fs = std::filesystem;
 using nlohmann::json;
 
-const std::set<std::string> kSystems = {"nccl", "hccl", "torch", "gloo", "mpi", "vigil", "launcher", "megatron"};
+const std::set<std::string> kSystems = {"nccl",  "hccl",     "torch",    "gloo", "mpi",
+                                        "vigil", "launcher", "megatron", "vllm"};
 const std::set<std::string> kRoles = {"cause", "symptom", "context"};
-const std::set<std::string> kFields = {
-    "rank",       "nranks",   "peer",    "host", "peer_host", "port", "op",   "seq",    "timeout_ms", "timeout_s",
-    "elapsed_ms", "expected", "arrived", "code", "iteration", "pid",  "size", "device", "signal"};
+const std::set<std::string> kFields = {"rank",    "nranks", "peer",       "host",      "peer_host",  "port",
+                                       "op",      "seq",    "timeout_ms", "timeout_s", "elapsed_ms", "expected",
+                                       "arrived", "code",   "iteration",  "pid",       "size",       "device",
+                                       "signal",  "numel",  "resource",   "reason"};
 
 fs::path executableDir() {
   char buf[PATH_MAX];
@@ -95,6 +97,14 @@ Signature parseSignature(const json& entry, const std::string& where) {
   if (!sig.source.starts_with("https://") && !sig.source.starts_with("http://") && !sig.source.starts_with("vigil:"))
     throw InputError(at + ": \"source\" must be the public address the wording was taken from");
   sig.samples = texts(entry, "samples", at);
+  const std::string scope = text(entry, "scope", at, false);
+  if (scope == "entry") {
+    sig.scope = Signature::Scope::Entry;
+  } else if (scope == "first-entry") {
+    sig.scope = Signature::Scope::FirstEntry;
+  } else if (!scope.empty() && scope != "line") {
+    throw InputError(at + ": \"scope\" must be line, entry or first-entry");
+  }
   return sig;
 }
 
@@ -192,6 +202,9 @@ int runCheckSignatures(const std::string& explicitPath, size_t minimum) {
   };
   for (const Signature& sig : kb.signatures) {
     ++perSystem[sig.system];
+    // A field may be optional in the format (torch's watchdog line has NumelIn in some versions
+    // only): each one must be extracted from at least one sample.
+    std::set<std::string> filled;
     for (const std::string& sample : sig.samples) {
       ++samples;
       std::smatch m;
@@ -204,9 +217,11 @@ int runCheckSignatures(const std::string& explicitPath, size_t minimum) {
         continue;
       }
       for (const auto& [name, group] : sig.fields)
-        if (!m[group].matched || m[group].length() == 0)
-          fail(sig, "field '" + name + "' (group " + std::to_string(group) + ") is empty on: " + sample);
+        if (m[group].matched && m[group].length() > 0) filled.insert(name);
     }
+    for (const auto& [name, group] : sig.fields)
+      if (!filled.contains(name))
+        fail(sig, "field '" + name + "' (group " + std::to_string(group) + ") is empty on every sample");
     for (const Signature& other : kb.signatures) {
       if (&other == &sig) continue;
       for (const std::string& sample : other.samples) {

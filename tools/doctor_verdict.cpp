@@ -21,6 +21,7 @@ constexpr size_t kIndent = 12;  // "  meaning:  ": labels and text in two column
 bool earlier(const Hit& a, const Hit& b) {
   if (a.timeMs.has_value() != b.timeMs.has_value()) return a.timeMs.has_value();  // untimed lines last
   if (a.timeMs && *a.timeMs != *b.timeMs) return *a.timeMs < *b.timeMs;
+  if (a.namedFirst != b.namedFirst) return a.namedFirst;  // the launcher's own "first observed"
   if (a.file != b.file) return a.file < b.file;
   return a.line < b.line;
 }
@@ -49,6 +50,24 @@ std::string ranksText(const std::set<int>& ranks) {
   return (ranks.size() == 1 ? "rank " : "ranks ") + joinRanks(std::vector<int>(ranks.begin(), ranks.end()));
 }
 
+// Every rank the job had, as far as the logs tell: the communicator size a line states, else up
+// to the highest rank that wrote lines (ranks are numbered from 0, so a gap below it is a rank
+// whose lines are missing).
+std::set<int> everyRank(const LogScan& scan) {
+  std::set<int> ranks(scan.ranksWithLines);
+  const int top =
+      std::max(scan.nranks.value_or(0), scan.ranksWithLines.empty() ? 0 : *scan.ranksWithLines.rbegin() + 1);
+  for (int r = 0; r < top && r < (1 << 20); ++r) ranks.insert(r);
+  return ranks;
+}
+
+std::set<int> silentRanks(const LogScan& scan) {
+  std::set<int> silent;
+  for (const int r : everyRank(scan))
+    if (!scan.ranksWithLines.contains(r)) silent.insert(r);
+  return silent;
+}
+
 std::string who(const Hit& hit) {
   std::string text = hit.rank ? "rank " + std::to_string(*hit.rank) : "an unattributed line";
   if (!hit.host.empty()) text += " (host " + hit.host + ")";
@@ -56,17 +75,9 @@ std::string who(const Hit& hit) {
 }
 
 std::string formatTime(int64_t ms) {
-  int64_t days = ms >= 0 ? ms / 86400000 : (ms - 86399999) / 86400000;
+  const int64_t days = ms >= 0 ? ms / 86400000 : (ms - 86399999) / 86400000;
   const int64_t inDay = ms - days * 86400000;
-  days += 719468;
-  const int64_t era = (days >= 0 ? days : days - 146096) / 146097;
-  const int64_t doe = days - era * 146097;
-  const int64_t yoe = (doe - doe / 1460 + doe / 36524 - doe / 146096) / 365;
-  const int64_t doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-  const int64_t mp = (5 * doy + 2) / 153;
-  const int64_t d = doy - (153 * mp + 2) / 5 + 1;
-  const int64_t m = mp < 10 ? mp + 3 : mp - 9;
-  const int64_t y = yoe + era * 400 + (m <= 2);
+  const auto [y, m, d] = civilFromDays(days);
   std::ostringstream out;
   out << std::setfill('0');
   if (y != 0) out << std::setw(4) << y << "-";  // year 0: the lines gave none (glog)
@@ -98,7 +109,8 @@ void collectiveFindings(const LogScan& scan, std::vector<Finding>& findings) {
   Finding mismatch, straggler;
   for (const auto& [rank, hit] : timedOut) {
     if (*numberField(*hit, "seq") != stopSeq) continue;
-    opsAtStop[upper(field(*hit, "op"))].insert(rank);
+    const std::string numel = field(*hit, "numel");
+    opsAtStop[upper(field(*hit, "op")) + (numel.empty() ? "" : " of " + numel + " element(s)")].insert(rank);
     waiting.insert(rank);
     if (mismatch.evidence.size() < 8) mismatch.evidence.push_back(hit);
   }
@@ -106,14 +118,16 @@ void collectiveFindings(const LogScan& scan, std::vector<Finding>& findings) {
   if (opsAtStop.size() > 1) {
     mismatch.text = "ranks ran different collectives at" + seqText + ":";
     for (const auto& [op, ranks] : opsAtStop) mismatch.text += " " + op + " on " + ranksText(ranks) + ";";
-    mismatch.text += " their programs diverged (vigil reports this as VG-OP-002 on every rank, before any data moves)";
+    mismatch.text +=
+        " their programs diverged (vigil reports this as VG-OP-002 on every rank, before any data moves);"
+        " a rank that ran out of data first (uneven batches per rank), took another branch or skipped a"
+        " call is the one to read";
+    mismatch.decisive = true;
     findings.push_back(std::move(mismatch));
   }
-  std::set<int> everyRank(scan.ranksWithLines);
-  for (int r = 0; r < scan.nranks.value_or(0); ++r) everyRank.insert(r);
   std::set<int> behind, silent, quiet;  // quiet: wrote lines, none of them a timeout or a seq
   std::string behindText;
-  for (const int rank : everyRank) {
+  for (const int rank : everyRank(scan)) {
     if (waiting.contains(rank)) continue;
     const auto seq = maxSeq.find(rank);
     if (seq != maxSeq.end() && seq->second < stopSeq) {
@@ -127,8 +141,11 @@ void collectiveFindings(const LogScan& scan, std::vector<Finding>& findings) {
       quiet.insert(rank);
     }
   }
+  std::set<std::string> opNames;
+  for (const auto& [rank, hit] : timedOut)
+    if (waiting.contains(rank)) opNames.insert(upper(field(*hit, "op")));
   std::string opText;
-  for (const auto& [op, ranks] : opsAtStop) opText += (opText.empty() ? "" : "/") + op;
+  for (const std::string& op : opNames) opText += (opText.empty() ? "" : "/") + op;
   const std::string others = ranksText(waiting) + " timed out in " + opText + seqText;
   if (!behind.empty()) {
     straggler.text = behindText + " and never entered" + seqText + "; " + others + " → " + ranksText(behind) +
@@ -157,6 +174,47 @@ void collectiveFindings(const LogScan& scan, std::vector<Finding>& findings) {
   for (const auto& [rank, hit] : timedOut)
     if (waiting.contains(rank) && straggler.evidence.size() < 4) straggler.evidence.push_back(hit);
   findings.push_back(std::move(straggler));
+}
+
+// The peers the waiting ranks name ("dst_rank[14]", "still receiving from rank 2"): those that
+// logged neither a failure nor a wait of their own are where the job stopped, and ranks below
+// the highest one seen that wrote no lines at all are missing from the inputs or died first.
+void peerFindings(const LogScan& scan, std::vector<Finding>& findings) {
+  std::set<int> waiters, failing, waitingRanks;
+  std::map<int, std::vector<const Hit*>> namedBy;  // peer -> the waits that name it
+  for (const Hit& hit : scan.hits) {
+    if (!hit.rank) continue;
+    if (hit.sig->cause()) failing.insert(*hit.rank);
+    if (!hit.sig->symptom()) continue;
+    waitingRanks.insert(*hit.rank);
+    const auto peer = numberField(hit, "peer");
+    if (!peer || *peer == *hit.rank || *peer >= (1 << 20)) continue;
+    namedBy[static_cast<int>(*peer)].push_back(&hit);
+  }
+  std::set<int> unanswered, withoutLines;
+  Finding f;
+  for (const auto& [peer, hits] : namedBy) {
+    if (failing.contains(peer) || waitingRanks.contains(peer)) continue;
+    unanswered.insert(peer);
+    if (!scan.ranksWithLines.contains(peer)) withoutLines.insert(peer);
+    for (const Hit* hit : hits) {
+      waiters.insert(*hit->rank);
+      if (f.evidence.size() < 4 &&
+          std::none_of(f.evidence.begin(), f.evidence.end(), [&](const Hit* e) { return e->rank == hit->rank; }))
+        f.evidence.push_back(hit);
+    }
+  }
+  if (unanswered.empty()) return;
+  const bool one = unanswered.size() == 1;
+  f.text = ranksText(waiters) + " waited for " + ranksText(unanswered) +
+           " (their lines name the peer that did not answer), and " + (one ? "it" : "they") +
+           " logged no failure or wait of " + (one ? "its" : "their") + " own → read " +
+           (one ? "its log" : "their logs") + ": stuck, slower, or in another operation or phase";
+  if (!withoutLines.empty()) f.text += " (" + ranksText(withoutLines) + ": no lines among the inputs)";
+  if (const std::set<int> silent = silentRanks(scan); !silent.empty() && silent != withoutLines)
+    f.text += "; " + ranksText(silent) + " wrote no log lines at all: its log is missing or it died first";
+  f.blame = *unanswered.begin();
+  findings.push_back(std::move(f));
 }
 
 // Ports by host: a port this host could not bind (a line with a port and no peer) and an endpoint
@@ -287,6 +345,8 @@ Report analyse(const LogScan& scan) {
   report.timed = static_cast<size_t>(
       std::count_if(scan.hits.begin(), scan.hits.end(), [](const Hit& hit) { return hit.timeMs.has_value(); }));
   collectiveFindings(scan, report.findings);
+  if (std::none_of(report.findings.begin(), report.findings.end(), [](const Finding& f) { return f.blame; }))
+    peerFindings(scan, report.findings);
   initFindings(scan, report.findings);
   portFindings(scan, report.findings);
   exitFindings(scan, report.findings);
@@ -296,11 +356,28 @@ Report analyse(const LogScan& scan) {
       if ((hit->sig->*role)()) return hit;
     return nullptr;
   };
-  const Hit* cause = firstOf(&Signature::cause);
+  // A launcher's report that names the first observed failure ("Root Cause" in torchrun's) is a
+  // failure of that rank, whatever its entry holds.
+  const Hit* cause = nullptr;
+  for (const Hit* hit : report.ordered)
+    if (hit->sig->cause() || (hit->namedFirst && hit->rank)) {
+      cause = hit;
+      break;
+    }
+  // A report of a lost peer is a consequence: when the lines carry no times that order it before
+  // another rank's own failure (NCCL's lines have none), that failure comes first.
+  const auto lostPeer = [](const Hit* hit) { return hit->sig->vigil.starts_with("VG-PEER"); };
+  if (cause && lostPeer(cause))
+    for (const Hit* hit : report.ordered)
+      if (hit->sig->cause() && !lostPeer(hit) && hit->rank != cause->rank &&
+          (!hit->timeMs || !cause->timeMs || *hit->timeMs == *cause->timeMs)) {
+        cause = hit;
+        break;
+      }
   const Hit* symptom = firstOf(&Signature::symptom);
   std::optional<size_t> blamed;
   for (size_t i = 0; i < report.findings.size() && !blamed; ++i)
-    if (report.findings[i].blame) blamed = i;
+    if (report.findings[i].blame || report.findings[i].decisive) blamed = i;
 
   if (cause) {
     report.hit = cause;
@@ -319,7 +396,9 @@ Report analyse(const LogScan& scan) {
       report.headline = "rank " + peer + (peerHost.empty() ? "" : " (host " + peerHost + ")") +
                         " failed first: " + who(*cause) + " reports it lost" + at + ": " + cause->sig->title;
     } else {
-      report.headline = "the first failure is on " + who(*cause) + at + ": " + cause->sig->title;
+      report.headline = "the first failure is on " + who(*cause) + at +
+                        (cause->namedFirst ? " (the launcher's report names it the first observed failure)" : "") +
+                        ": " + cause->sig->title;
       if (!peer.empty() || !peerHost.empty())
         report.peerNote = peer + (peerHost.empty() ? "" : " at " + peerHost) +
                           ": the line names it; its own log and exit status tell whether it failed first";

@@ -121,7 +121,7 @@ for r in 0 1 2; do
 done
 doctor logs "$TMP/diverged"
 check "diverged: names both operations and their ranks" has "$OUT" \
-  "ranks ran different collectives at seq 7: ALLREDUCE on ranks 0,1; BROADCAST on rank 2; their programs diverged (vigil reports this as VG-OP-002"
+  "ranks ran different collectives at seq 7: ALLREDUCE of 1024 element(s) on ranks 0,1; BROADCAST of 1024 element(s) on rank 2; their programs diverged (vigil reports this as VG-OP-002"
 [[ $FAILED -eq 0 ]] || show
 
 echo "== two hosts: the store's port is in use on node0"
@@ -321,14 +321,40 @@ check "ompi#2661: rank 0 killed by signal 9" has "$(verdict)" "verdict: the firs
 check "ompi#2661: the exit" has "$OUT" "rank 0 exited (signal 9)"
 doctor logs "$PUB"/nccl-1409-optype-mismatch-same-seq/*.log
 check "nccl#1409: ranks ran different collectives at one seq" has "$OUT" \
-  "ranks ran different collectives at seq 80078: ALLREDUCE on rank 3; BROADCAST on rank 7"
+  "ranks ran different collectives at seq 80078: ALLREDUCE of 2106881 element(s) on rank 3; BROADCAST of 5056 element(s) on rank 7"
 doctor logs "$PUB"/uccl-303-gloo-connection-closed/*.log
 check "uccl#303: rank 5, Gloo's connection closed by the peer" has "$(verdict)" \
   "verdict: the first failure is on rank 5 at 08-26 12:47:22.426: Gloo TCP: the peer closed the connection"
-doctor logs "$PUB"/vllm-ascend-3389-tp16-hccl-ei0006/*.log
-check "vllm-ascend#3389 (16 ranks): 15 ranks with lines, EI0006 first on rank 11" has "$OUT" \
-  "ranks with lines: 0-12,14,15"
-check "  ... the verdict" has "$(verdict)" "the first is on rank 11 at 2025-10-11 11:32:29.335: HCCL EI0006"
+# A directory of a report: its SOURCE.md and EXPECTED.md are skipped, and the skip is said.
+doctor logs "$PUB"/vllm-ascend-3389-tp16-hccl-ei0006
+check "vllm-ascend#3389 (16 ranks): the documents next to the logs are skipped" has "$ERR" \
+  "skipped 2 file(s) that are documents or images, not logs"
+check "  ... 16 files, 15 ranks with lines" has "$OUT" "logs: 16 file(s), 87 lines; ranks with lines: 0-12,14,15;"
+check "  ... the cause the software states, on rank 11" has "$(verdict)" \
+  "verdict: the first failure is on rank 11 at 2025-10-11 11:32:59.000: vLLM-Ascend: ACL graph capture ran out of NPU streams"
+check "  ... the ranks that did not answer, and the silent one" has "$(tr -s ' \n' ' ' <<<"$OUT")" \
+  "ranks 11,12,15 waited for ranks 8-10,14 (their lines name the peer that did not answer), and they logged no failure or wait of their own → read their logs: stuck, slower, or in another operation or phase; rank 13 wrote no log lines at all"
+doctor logs "$PUB"/vllm-ascend-1565-tp2-hccl-ei0006
+check "vllm-ascend#1565: rank 1's unpickling error at 00:38:05, before rank 0's EI0006" has "$(verdict)" \
+  "verdict: the first failure is on rank 1 at 2025-07-01 00:38:05.000: torch: an object collective received bytes that are not a pickle"
+check "  ... rank 0 only waited" has "$OUT" "only waited: rank 0 "
+doctor logs "$PUB"/vllm-ascend-5493-2node-aicore-timeout
+check "vllm-ascend#5493: torch_npu's pid in brackets is not a rank" has "$OUT" "ranks with lines: 0,1,7,9,14;"
+check "  ... AI Core timeout first on rank 0 of node0" has "$(verdict)" \
+  "verdict: the first failure is on rank 0 (host node0) at 2025-12-29 13:22:33.992: torch_npu: a device kernel ran past the AI Core execution timeout (error 507014)"
+doctor logs "$PUB"/vllm-ascend-5993-2node-ei0007-qp-exhausted
+check "vllm-ascend#5993: EI0007 on rank 15, before the Gloo victims" has "$(verdict)" \
+  "verdict: the first failure is on rank 15 (host 100.97.1.32) at 2026-01-19 05:52:40.052: HCCL EI0007"
+doctor logs "$PUB"/funasr-2317-nccl-watchdog-validation-desync
+check "FunASR#2317: one seq, two sizes: diverged" has "$(verdict)" \
+  "ranks ran different collectives at seq 3437: ALLREDUCE of 1 element(s) on rank 1; ALLREDUCE of 4311252 element(s) on rank 0"
+doctor logs "$PUB"/nccl-1235-rank3-oom-socket-closed
+check "nccl#1235: rank 3's OOM, not rank 0's closed socket (no times to order them)" has "$(verdict)" \
+  "verdict: the first failure is on rank 3 (host ng30903): NCCL could not allocate GPU memory"
+doctor logs "$PUB"/speculators-1115-torchrun-sigkill-collateral
+check "speculators#1115: torchrun's root cause, rank 1, not the SIGKILLed rank 0" has "$(verdict)" \
+  "verdict: the first failure is on rank 1 at 2026-09-07 13:02:58.000 (the launcher's report names it the first observed failure)"
+check "  ... rank 0 and 2 exited by signals" has "$OUT" "rank 0 exited (signal 9)"
 [[ $FAILED -eq 0 ]] || show
 
 echo "$PASSED passed, $FAILED failed"
