@@ -217,6 +217,45 @@ void peerFindings(const LogScan& scan, std::vector<Finding>& findings) {
   findings.push_back(std::move(f));
 }
 
+// One failure on many ranks or hosts, each on its own (no common peer): a cause they share
+// (configuration, driver, fabric, a job-wide setting) is likelier than one failed rank.
+void sharedFindings(const LogScan& scan, std::vector<Finding>& findings) {
+  struct Seen {
+    std::set<int> ranks;
+    std::set<std::string> hosts, peers;
+    std::vector<const Hit*> evidence;
+  };
+  std::map<const Signature*, Seen> bySignature;
+  for (const Hit& hit : scan.hits) {
+    // A launcher's exit reports (mpirun, srun, torchrun's elastic agent) say how each rank ended,
+    // not what failed in it.
+    const bool exitReport =
+        hit.sig->system == "launcher" || !field(hit, "signal").empty() || hit.sig->id.starts_with("torch-elastic-");
+    if (!hit.sig->cause() || exitReport || (!hit.rank && hit.host.empty())) continue;
+    Seen& seen = bySignature[hit.sig];
+    const bool newOrigin = hit.rank ? seen.ranks.insert(*hit.rank).second : seen.hosts.insert(hit.host).second;
+    if (hit.rank && !hit.host.empty()) seen.hosts.insert(hit.host);
+    const std::string peer = field(hit, "peer_host") + "/" + field(hit, "peer");
+    if (peer != "/") seen.peers.insert(peer);
+    if (newOrigin && seen.evidence.size() < 4) seen.evidence.push_back(&hit);
+  }
+  for (const auto& [sig, seen] : bySignature) {
+    const size_t origins = seen.ranks.empty() ? seen.hosts.size() : seen.ranks.size();
+    if (origins < 3 || (!seen.peers.empty() && seen.peers.size() < origins)) continue;
+    std::string hosts;
+    for (const std::string& host : seen.hosts) hosts += (hosts.empty() ? "" : ", ") + host;
+    Finding f;
+    f.text = (seen.ranks.empty() ? "hosts " + hosts
+                                 : ranksText(seen.ranks) + (hosts.empty() ? "" : " (hosts " + hosts + ")")) +
+             " report the same failure each on its own (" + sig->title + ")" +
+             (seen.peers.empty() ? "" : ", each naming a different peer") +
+             ": a cause they share (configuration, driver, fabric or a job-wide setting) is likelier than one failed "
+             "rank";
+    f.evidence = seen.evidence;
+    findings.push_back(std::move(f));
+  }
+}
+
 // Ports by host: a port this host could not bind (a line with a port and no peer) and an endpoint
 // that several ranks could not reach or lost (a line with the peer's address and port).
 void portFindings(const LogScan& scan, std::vector<Finding>& findings) {
@@ -347,6 +386,7 @@ Report analyse(const LogScan& scan) {
   collectiveFindings(scan, report.findings);
   if (std::none_of(report.findings.begin(), report.findings.end(), [](const Finding& f) { return f.blame; }))
     peerFindings(scan, report.findings);
+  sharedFindings(scan, report.findings);
   initFindings(scan, report.findings);
   portFindings(scan, report.findings);
   exitFindings(scan, report.findings);

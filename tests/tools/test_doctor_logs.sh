@@ -355,6 +355,9 @@ doctor logs "$PUB"/speculators-1115-torchrun-sigkill-collateral
 check "speculators#1115: torchrun's root cause, rank 1, not the SIGKILLed rank 0" has "$(verdict)" \
   "verdict: the first failure is on rank 1 at 2026-09-07 13:02:58.000 (the launcher's report names it the first observed failure)"
 check "  ... rank 0 and 2 exited by signals" has "$OUT" "rank 0 exited (signal 9)"
+doctor logs "$PUB"/nccl-928-ib-error4-multihost
+check "nccl#928: three hosts, one IB error each, different peers: a shared cause" has "$(tr -s ' \n' ' ' <<<"$OUT")" \
+  "hosts H100-1, H100-2, H100-5 report the same failure each on its own (NCCL InfiniBand/RoCE: work completion with error), each naming a different peer"
 [[ $FAILED -eq 0 ]] || show
 
 echo "$PASSED passed, $FAILED failed"
