@@ -155,7 +155,9 @@ void collectiveFindings(const LogScan& scan, std::vector<Finding>& findings) {
                      "on the waiting ranks, naming the rank that has not entered" + seqText;
     straggler.blame = *behind.begin();
   } else if (!silent.empty()) {
-    straggler.text = others + "; " + ranksText(silent) + " wrote no log lines: its log is missing or it died first";
+    straggler.text =
+        others + "; " + ranksText(silent) + " wrote no log lines: " +
+        (silent.size() == 1 ? "its log is missing or it died first" : "their logs are missing or they died first");
     straggler.blame = *silent.begin();
   } else if (!quiet.empty()) {
     // The ranks the waiting ones name as the peer they wait for, when the lines say (vigil's do).
@@ -212,7 +214,9 @@ void peerFindings(const LogScan& scan, std::vector<Finding>& findings) {
            (one ? "its log" : "their logs") + ": stuck, slower, or in another operation or phase";
   if (!withoutLines.empty()) f.text += " (" + ranksText(withoutLines) + ": no lines among the inputs)";
   if (const std::set<int> silent = silentRanks(scan); !silent.empty() && silent != withoutLines)
-    f.text += "; " + ranksText(silent) + " wrote no log lines at all: its log is missing or it died first";
+    f.text +=
+        "; " + ranksText(silent) + " wrote no log lines at all: " +
+        (silent.size() == 1 ? "its log is missing or it died first" : "their logs are missing or they died first");
   f.blame = *unanswered.begin();
   findings.push_back(std::move(f));
 }
@@ -259,26 +263,31 @@ void sharedFindings(const LogScan& scan, std::vector<Finding>& findings) {
 // Ports by host: a port this host could not bind (a line with a port and no peer) and an endpoint
 // that several ranks could not reach or lost (a line with the peer's address and port).
 void portFindings(const LogScan& scan, std::vector<Finding>& findings) {
+  // A local port by host and port; a peer by its address, whatever port each connection had.
   std::map<std::tuple<bool, std::string, std::string>, std::vector<const Hit*>> byPort;
   for (const Hit& hit : scan.hits) {
     if (!hit.sig->cause() || field(hit, "port").empty()) continue;
     const std::string peer = field(hit, "peer_host");
-    byPort[{!peer.empty(), peer.empty() ? hit.host : peer, field(hit, "port")}].push_back(&hit);
+    byPort[{!peer.empty(), peer.empty() ? hit.host : peer, peer.empty() ? field(hit, "port") : ""}].push_back(&hit);
   }
   for (const auto& [key, hits] : byPort) {
     const auto& [remote, host, port] = key;
     std::set<int> ranks;
-    std::set<std::string> titles;
+    std::set<std::string> titles, ports;
     for (const Hit* hit : hits) {
       if (hit->rank) ranks.insert(*hit->rank);
       titles.insert(hit->sig->title);
+      ports.insert(field(*hit, "port"));
     }
+    std::string portList;
+    for (const std::string& p : ports) portList += (portList.empty() ? "" : ", ") + p;
     Finding f;
-    f.text = remote ? "endpoint " + host + ":" + port + " (a peer's address) failed for "
+    f.text = remote ? "peer " + host + " (port" + (ports.size() > 1 ? "s " : " ") + portList + ") failed for "
                     : "port " + port + " on host " + (host.empty() ? "(not named)" : host) + " failed for ";
     f.text += std::to_string(hits.size()) + " line(s)" + (ranks.empty() ? "" : " of " + ranksText(ranks)) + ":";
     for (const std::string& title : titles) f.text += " " + title + ";";
     if (!remote) f.text += " another process holds the port (an earlier job still running, two jobs with one port)";
+    if (remote && ranks.size() > 1) f.text += " several ranks lost the same peer: that host or its process went away";
     f.evidence.assign(hits.begin(), hits.begin() + static_cast<long>(std::min<size_t>(hits.size(), 3)));
     findings.push_back(std::move(f));
   }

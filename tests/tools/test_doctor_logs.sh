@@ -345,6 +345,8 @@ check "  ... AI Core timeout first on rank 0 of node0" has "$(verdict)" \
 doctor logs "$PUB"/vllm-ascend-5993-2node-ei0007-qp-exhausted
 check "vllm-ascend#5993: EI0007 on rank 15, before the Gloo victims" has "$(verdict)" \
   "verdict: the first failure is on rank 15 (host 100.97.1.32) at 2026-01-19 05:52:40.052: HCCL EI0007"
+check "  ... ranks 9-11 lost one peer host (three ports): the other node went away" has "$(tr -s ' \n' ' ' <<<"$OUT")" \
+  "peer 135.173.74.3 (ports 46499, 59824, 8628) failed for 4 line(s) of ranks 9-11: Gloo TCP: the peer closed the connection; several ranks lost the same peer"
 doctor logs "$PUB"/funasr-2317-nccl-watchdog-validation-desync
 check "FunASR#2317: one seq, two sizes: diverged" has "$(verdict)" \
   "ranks ran different collectives at seq 3437: ALLREDUCE of 1 element(s) on rank 1; ALLREDUCE of 4311252 element(s) on rank 0"
