@@ -395,7 +395,15 @@ class Launcher {
     if (awaitingDump_[rank]) awaitingDump_[rank] = false, --awaitingDumps_;
     if (--running_ == 0) drainUntil_ = Clock::now() + kDrainWindow;
     if (WIFEXITED(status) && WEXITSTATUS(status) == 0) return;
-    if (exitCode_) return;  // only the first failure decides the exit code and is reported
+    if (exitCode_) {
+      // Only the first failure reaped decides the exit code. A rank killed by a signal that
+      // vigil-run did not send is named too: it may have died first, its peers noticing within
+      // a millisecond and being reaped before it.
+      if (WIFSIGNALED(status) && !sentByUs(WTERMSIG(status)))
+        writeAll(2, "vigil-run: rank " + std::to_string(rank) + " killed by signal " + signalText(WTERMSIG(status)) +
+                        " as well, a signal vigil-run did not send\n");
+      return;
+    }
     // Its last words (an error message, usually) belong before our verdict. Bounded, in
     // case a helper process keeps writing.
     for (int i = 0; i < 64; ++i) {
@@ -415,6 +423,10 @@ class Launcher {
     }
     writeAll(2, msg + "\n");
     stopRanks();
+  }
+
+  bool sentByUs(int sig) const {
+    return (sig == SIGTERM && killAt_) || (sig == SIGKILL && killed_) || sig == interruptSig_;
   }
 
   // A failed job is explained by every rank's flight recorder, not only by those of the
