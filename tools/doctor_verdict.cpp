@@ -166,9 +166,13 @@ void collectiveFindings(const LogScan& scan, std::vector<Finding>& findings) {
       if (const auto peer = numberField(*hit, "peer"); peer && waiting.contains(rank) && quiet.contains(static_cast<int>(*peer)))
         named.insert(static_cast<int>(*peer));
     if (!named.empty()) quiet = named;
-    straggler.text = others + "; " + ranksText(quiet) +
-                     " logged no timeout and no sequence number: " + (quiet.size() == 1 ? "it is" : "they are") +
-                     " the likely straggler (stuck before" + seqText + ", or in another operation)";
+    const bool one = quiet.size() == 1;
+    straggler.text = others + "; " + (named.empty() ? "" : (waiting.size() == 1 ? "it names " : "they name ")) +
+                     ranksText(quiet) +
+                     (named.empty() ? "" : " as the peer still to answer, and " + std::string(one ? "it" : "they")) +
+                     " logged no timeout and no sequence number: " + (one ? "it is" : "they are") +
+                     (named.empty() ? " the likely straggler" : " the straggler") + " (stuck before" + seqText +
+                     ", or in another operation)";
     straggler.blame = *quiet.begin();
   } else {
     return;
