@@ -71,7 +71,13 @@ typedef enum VIGIL_ENUM_INT {
   vigilFloat16 = 6,
   vigilFloat32 = 7,
   vigilFloat64 = 8,
-  vigilBfloat16 = 9
+  vigilBfloat16 = 9,
+  /* NCCL's other names for the same types */
+  vigilChar = vigilInt8,
+  vigilInt = vigilInt32,
+  vigilHalf = vigilFloat16,
+  vigilFloat = vigilFloat32,
+  vigilDouble = vigilFloat64
 } vigilDataType_t;
 
 typedef enum VIGIL_ENUM_INT { vigilSum = 0, vigilProd = 1, vigilMax = 2, vigilMin = 3, vigilAvg = 4 } vigilRedOp_t;
@@ -140,6 +146,12 @@ typedef struct {
 VIGIL_API vigilResult_t vigilCommInitRootInfoConfig(int nranks, const vigilRootInfo* info, int rank,
                                                     const vigilConfig* config, vigilComm_t* comm);
 
+/* n communicators of one process, ranks 0..n-1 of one job (comms[i] is rank i),
+   as NCCL's ncclCommInitAll: thread-ranks, or one thread driving every rank
+   through streams. All or nothing: on failure every comms[i] is NULL and the
+   error is the lowest failing rank's. */
+VIGIL_API vigilResult_t vigilCommInitAll(vigilComm_t* comms, int n);
+
 /* From the launcher's environment: VIGIL_ROOT_INFO (hex) + VIGIL_RANK/VIGIL_WORLD_SIZE,
    or torchrun's MASTER_ADDR/MASTER_PORT/RANK/WORLD_SIZE, or Open MPI's
    OMPI_COMM_WORLD_RANK/SIZE, or SLURM's SLURM_PROCID/SLURM_NTASKS. */
@@ -192,6 +204,9 @@ VIGIL_API vigilResult_t vigilAllReduce(const void* sendbuff, void* recvbuff, siz
                                        vigilRedOp_t op, vigilComm_t comm, vigilStream_t stream);
 VIGIL_API vigilResult_t vigilBroadcast(const void* sendbuff, void* recvbuff, size_t count, vigilDataType_t datatype,
                                        int root, vigilComm_t comm, vigilStream_t stream);
+/* NCCL's legacy in-place broadcast: vigilBroadcast(buff, buff, ...). */
+VIGIL_API vigilResult_t vigilBcast(void* buff, size_t count, vigilDataType_t datatype, int root, vigilComm_t comm,
+                                   vigilStream_t stream);
 VIGIL_API vigilResult_t vigilReduce(const void* sendbuff, void* recvbuff, size_t count, vigilDataType_t datatype,
                                     vigilRedOp_t op, int root, vigilComm_t comm, vigilStream_t stream);
 VIGIL_API vigilResult_t vigilAllGather(const void* sendbuff, void* recvbuff, size_t sendcount, vigilDataType_t datatype,

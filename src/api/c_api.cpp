@@ -4,7 +4,9 @@
 
 #include <algorithm>
 #include <cstring>
+#include <exception>
 #include <mutex>
+#include <thread>
 #include <utility>
 #include <vector>
 
@@ -176,6 +178,38 @@ vigilResult_t vigilCommInitRootInfoConfig(int nranks, const vigilRootInfo* info,
   });
 }
 
+vigilResult_t vigilCommInitAll(vigilComm_t* comms, int n) {
+  return api::guarded(nullptr, [&] {
+    if (comms == nullptr) ErrorBuilder(Errc::ApiNullArgument).op("vigilCommInitAll").cause("comms is NULL").raise();
+    if (n < 1)
+      ErrorBuilder(Errc::ApiBadRank).op("vigilCommInitAll").cause("n is ", n, "; it must be at least 1").raise();
+    std::fill(comms, comms + n, nullptr);
+    installExitHandler();
+    const RootInfo root = createRoot(processConfig());
+    // Init is collective: each rank waits for the others, so each needs a thread of its own.
+    std::vector<std::exception_ptr> failed(static_cast<size_t>(n));
+    const auto initOne = [&](int rank) {
+      try {
+        initComm(n, root, rank, nullptr, &comms[rank]);
+      } catch (...) {
+        failed[static_cast<size_t>(rank)] = std::current_exception();
+      }
+    };
+    std::vector<std::thread> others;
+    others.reserve(static_cast<size_t>(n - 1));
+    for (int rank = 1; rank < n; ++rank) others.emplace_back(initOne, rank);
+    initOne(0);
+    for (std::thread& t : others) t.join();
+    const auto first = std::find_if(failed.begin(), failed.end(), [](const std::exception_ptr& e) { return e; });
+    if (first == failed.end()) return;
+    for (int rank = 0; rank < n; ++rank) {
+      if (comms[rank] != nullptr) vigilCommDestroy(comms[rank]);
+      comms[rank] = nullptr;
+    }
+    std::rethrow_exception(*first);
+  });
+}
+
 vigilResult_t vigilCommInitFromEnv(vigilComm_t* comm) {
   return api::guarded(nullptr, [&] {
     if (comm == nullptr) ErrorBuilder(Errc::ApiNullArgument).op("init").cause("comm is NULL").raise();
@@ -291,6 +325,11 @@ vigilResult_t vigilBroadcast(const void* sendbuff, void* recvbuff, size_t count,
   OpDesc d{OpKind::Broadcast, sendbuff, recvbuff, count, datatype};
   d.root = root;
   return submit(comm, stream, d);
+}
+
+vigilResult_t vigilBcast(void* buff, size_t count, vigilDataType_t datatype, int root, vigilComm_t comm,
+                         vigilStream_t stream) {
+  return vigilBroadcast(buff, buff, count, datatype, root, comm, stream);
 }
 
 vigilResult_t vigilReduce(const void* sendbuff, void* recvbuff, size_t count, vigilDataType_t datatype, vigilRedOp_t op,
