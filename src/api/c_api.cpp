@@ -31,6 +31,14 @@ vigilResult_t submit(vigilComm_t comm, vigilStream_t stream, const OpDesc& op) {
   return api::guarded(comm, [&] {
     std::shared_ptr<Communicator> c = api::acquire(comm);
     std::shared_ptr<Stream> s = api::streamOf(stream);
+    if (!group::active() && isPointToPoint(op.kind) && op.peer == c->rank()) {
+      c->validate(op);
+      c->error(Errc::ApiSelfUnpaired)
+          .op(opName(op.kind))
+          .cause(op.kind == OpKind::Send ? "a send to" : "a receive from", " this rank itself (", op.peer,
+                 ") outside a group: it has no counterpart to complete with")
+          .raise();
+    }
     if (group::active()) {
       group::add(std::move(c), op, std::move(s));
       if (std::find(groupComms.begin(), groupComms.end(), comm) == groupComms.end()) groupComms.push_back(comm);

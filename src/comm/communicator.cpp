@@ -4,6 +4,7 @@
 #include "comm/communicator.hpp"
 
 #include <algorithm>
+#include <cstring>
 
 #include "comm/hierarchy.hpp"
 #include "core/dtype.hpp"
@@ -204,7 +205,36 @@ void Communicator::waitForStep(uint64_t step) {
   if (fault.kind != ExchangeFault::Kind::None) failOp(fault);
 }
 
+// Sends to this rank itself and receives from itself, in a batch: the k-th send is the k-th
+// receive's data (NCCL's all-to-all loop sends to and receives from every rank, itself too).
+// Checked whole before anything moves.
+void Communicator::copyToSelf(std::span<const OpDesc> ops) {
+  std::vector<const OpDesc*> sends, recvs;
+  for (const OpDesc& op : ops)
+    if (op.peer == rank_) (op.kind == OpKind::Send ? sends : recvs).push_back(&op);
+  if (sends.size() != recvs.size()) {
+    error(Errc::ApiSelfUnpaired)
+        .op(ops.size() == 1 ? opName(ops[0].kind) : cat("group of ", ops.size(), " send/recv"))
+        .cause("this run of point-to-point calls has ", sends.size(), " send(s) to this rank itself (", rank_, ") and ",
+               recvs.size(), " receive(s) from it: each needs its counterpart beside it in the group")
+        .raise();
+  }
+  for (size_t k = 0; k < sends.size(); ++k) {
+    if (sends[k]->count != recvs[k]->count || sends[k]->dtype != recvs[k]->dtype) {
+      error(Errc::ApiSelfUnpaired)
+          .op(cat("group of ", ops.size(), " send/recv"))
+          .cause("send #", k, " to this rank itself is ", sends[k]->count, " x ", dtypeName(sends[k]->dtype),
+                 ", its receive #", k, " is ", recvs[k]->count, " x ", dtypeName(recvs[k]->dtype))
+          .raise();
+    }
+  }
+  for (size_t k = 0; k < sends.size(); ++k)
+    if (sends[k]->send != recvs[k]->recv)
+      std::memmove(recvs[k]->recv, sends[k]->send, sends[k]->count * dtypeSize(sends[k]->dtype));
+}
+
 void Communicator::runPointToPointBatch(std::span<const OpDesc> ops, ExchangeWork* work) {
+  copyToSelf(ops);
   // Every buffer of the batch is referenced by its transfer until the batch
   // returns: nothing is released early (the batch_isend_irecv field bug).
   std::vector<FrameHeader> headers;
@@ -213,6 +243,7 @@ void Communicator::runPointToPointBatch(std::span<const OpDesc> ops, ExchangeWor
   headers.reserve(ops.size());
   transfers.reserve(ops.size());
   for (const OpDesc& op : ops) {
+    if (op.peer == rank_) continue;  // copied above
     const size_t p = static_cast<size_t>(op.peer);
     const bool isSend = op.kind == OpKind::Send;
     headers.push_back(headerFor(op, static_cast<int64_t>(isSend ? sendSeq_[p] : recvSeq_[p])));
@@ -226,12 +257,13 @@ void Communicator::runPointToPointBatch(std::span<const OpDesc> ops, ExchangeWor
     // in the socket; only the socket can say. A send to it cannot arrive.
     if (isSend) peers.push_back(op.peer);
   }
+  if (transfers.empty()) return;  // only this rank itself
   // Only the peers' own sockets matter to a send/recv batch.
   beginOp(headers.front(), ops.size() == 1 ? opName(ops[0].kind) : cat("group of ", ops.size(), " send/recv"),
           /*watchPeers=*/false);
   checkPeersBeforeStart(peers, -1);
   for (const OpDesc& op : ops) {
-    ++(op.kind == OpKind::Send ? sendSeq_ : recvSeq_)[static_cast<size_t>(op.peer)];
+    if (op.peer != rank_) ++(op.kind == OpKind::Send ? sendSeq_ : recvSeq_)[static_cast<size_t>(op.peer)];
   }
   exchange(transfers, work);
 }

@@ -206,6 +206,7 @@ class Communicator : public algo::LoadStoreRunner, public algo::HierarchicalRunn
   void runCollective(const OpDesc& op);
   size_t opBytes(const OpDesc& op) const;
   void runPointToPointBatch(std::span<const OpDesc> ops, ExchangeWork* work = nullptr);
+  void copyToSelf(std::span<const OpDesc> ops);
   ProgressReport progress() const;
   void checkPeersBeforeStart(std::span<const int> peers, int64_t seq);
   [[noreturn]] void failOp(const ExchangeFault& fault);

@@ -62,9 +62,6 @@ class OpCheck {
     if (op_.hasRoot() && (op_.root < 0 || op_.root >= nranks)) {
       fail(Errc::ApiBadRoot).cause("root ", op_.root, " is outside [0, ", nranks, ")").raise();
     }
-    if (isPointToPoint(op_.kind) && op_.peer == comm_.rank()) {
-      fail(Errc::ApiBadPeer).cause("peer ", op_.peer, " is this rank itself").remedy("copy locally instead").raise();
-    }
     if (isPointToPoint(op_.kind) && (op_.peer < 0 || op_.peer >= nranks)) {
       fail(Errc::ApiBadPeer).cause("peer ", op_.peer, " is outside [0, ", nranks, ")").raise();
     }

@@ -1,11 +1,13 @@
 // NCCL's names and forms that a port from NCCL uses unchanged: the type aliases,
-// vigilBcast (the legacy in-place broadcast) and vigilCommInitAll (n ranks of one
-// process, driven from one thread through streams as NCCL's single-process examples do).
+// vigilBcast (the legacy in-place broadcast), vigilCommInitAll (n ranks of one
+// process, driven from one thread through streams as NCCL's single-process examples do),
+// and NCCL's all-to-all loop, which sends to and receives from the rank itself.
 
 #include <gtest/gtest.h>
 
 #include <cstring>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "vigil/vigil.h"
@@ -88,6 +90,93 @@ TEST(NcclNames, InitAllRefusesBadArgumentsAndLeavesNothing) {
   ASSERT_EQ(vigilGetLastErrorInfo(nullptr, &info), vigilSuccess);
   EXPECT_STREQ(info.id, "VG-API-010");
   EXPECT_NE(std::string(info.cause).find("n is 0"), std::string::npos) << info.text;
+}
+
+// NCCL's all-to-all: for every peer p, itself included, send(p) then recv(p), in one group.
+// Blocking and on a stream; ctest runs it again over sockets (tcp/ prefix).
+class AllToAllLoop : public ::testing::TestWithParam<std::tuple<int, bool>> {};
+
+TEST_P(AllToAllLoop, SendsToAndReceivesFromEveryRankItselfIncluded) {
+  const auto [n, onStream] = GetParam();
+  Comms job(n);
+  ASSERT_EQ(vigilCommInitAll(job.comms.data(), n), vigilSuccess) << vigilGetLastError(nullptr);
+  constexpr size_t kCount = 257;
+  std::vector<std::vector<int64_t>> out(n), in(n);
+  std::vector<std::string> failures(n);
+  std::vector<std::thread> ranks;
+  for (int r = 0; r < n; ++r) {
+    ranks.emplace_back([&, r] {
+      vigilComm_t comm = job.comms[r];
+      vigilStream_t stream = nullptr;
+      if (onStream && vigilStreamCreate(&stream) != vigilSuccess) return void(failures[r] = "stream");
+      out[r].resize(kCount * n);
+      in[r].assign(kCount * n, -1);
+      for (int p = 0; p < n; ++p)
+        for (size_t i = 0; i < kCount; ++i) out[r][p * kCount + i] = r * 1'000'000 + p * 1000 + int64_t(i);
+      bool ok = vigilGroupStart() == vigilSuccess;
+      for (int p = 0; p < n && ok; ++p) {
+        ok = vigilSend(&out[r][p * kCount], kCount, vigilInt64, p, comm, stream) == vigilSuccess &&
+             vigilRecv(&in[r][p * kCount], kCount, vigilInt64, p, comm, stream) == vigilSuccess;
+      }
+      ok = vigilGroupEnd() == vigilSuccess && ok;
+      if (ok && stream != nullptr) ok = vigilStreamSynchronize(stream) == vigilSuccess;
+      if (!ok) failures[r] = vigilGetLastError(comm);
+      if (stream != nullptr) vigilStreamDestroy(stream);
+    });
+  }
+  for (std::thread& t : ranks) t.join();
+  for (int r = 0; r < n; ++r) {
+    ASSERT_EQ(failures[r], "") << "rank " << r;
+    for (int p = 0; p < n; ++p)
+      for (size_t i = 0; i < kCount; ++i)
+        ASSERT_EQ(in[r][p * kCount + i], p * 1'000'000 + r * 1000 + int64_t(i)) << "rank " << r << " from " << p;
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Ranks, AllToAllLoop, ::testing::Combine(::testing::Values(1, 3, 4), ::testing::Bool()));
+
+// A send to itself without its receive, or a pair of different sizes, is refused before
+// anything moves; the communicator stays usable.
+TEST(NcclNames, SelfSendWithoutItsReceiveIsRefused) {
+  vigilComm_t comm = nullptr;
+  ASSERT_EQ(vigilCommInitAll(&comm, 1), vigilSuccess) << vigilGetLastError(nullptr);
+  int32_t x[4] = {1, 2, 3, 4}, y[4] = {0, 0, 0, 0};
+  vigilErrorInfo info = VIGIL_ERROR_INFO_INIT;
+
+  EXPECT_EQ(vigilRecv(y, 4, vigilInt32, 0, comm, nullptr), vigilInvalidArgument);
+  ASSERT_EQ(vigilGetLastErrorInfo(comm, &info), vigilSuccess);
+  EXPECT_STREQ(info.id, "VG-API-021");
+  EXPECT_NE(std::string(info.cause).find("a receive from this rank itself (0) outside a group"), std::string::npos)
+      << info.text;
+
+  ASSERT_EQ(vigilGroupStart(), vigilSuccess);
+  ASSERT_EQ(vigilSend(x, 4, vigilInt32, 0, comm, nullptr), vigilSuccess);
+  ASSERT_EQ(vigilSend(x, 4, vigilInt32, 0, comm, nullptr), vigilSuccess);
+  ASSERT_EQ(vigilRecv(y, 4, vigilInt32, 0, comm, nullptr), vigilSuccess);
+  EXPECT_EQ(vigilGroupEnd(), vigilInvalidArgument);
+  ASSERT_EQ(vigilGetLastErrorInfo(comm, &info), vigilSuccess);
+  EXPECT_STREQ(info.id, "VG-API-021");
+  EXPECT_NE(std::string(info.cause).find("2 send(s) to this rank itself (0) and 1 receive(s)"), std::string::npos)
+      << info.text;
+  EXPECT_EQ(y[0], 0) << "nothing moves";
+
+  ASSERT_EQ(vigilGroupStart(), vigilSuccess);
+  ASSERT_EQ(vigilSend(x, 4, vigilInt32, 0, comm, nullptr), vigilSuccess);
+  ASSERT_EQ(vigilRecv(y, 2, vigilInt32, 0, comm, nullptr), vigilSuccess);
+  EXPECT_EQ(vigilGroupEnd(), vigilInvalidArgument);
+  ASSERT_EQ(vigilGetLastErrorInfo(comm, &info), vigilSuccess);
+  EXPECT_STREQ(info.id, "VG-API-021");
+  EXPECT_NE(std::string(info.cause).find("send #0 to this rank itself is 4 x int32, its receive #0 is 2 x int32"),
+            std::string::npos)
+      << info.text;
+
+  // Still usable: the pair done right.
+  ASSERT_EQ(vigilGroupStart(), vigilSuccess);
+  ASSERT_EQ(vigilSend(x, 4, vigilInt32, 0, comm, nullptr), vigilSuccess);
+  ASSERT_EQ(vigilRecv(y, 4, vigilInt32, 0, comm, nullptr), vigilSuccess);
+  ASSERT_EQ(vigilGroupEnd(), vigilSuccess) << vigilGetLastError(comm);
+  EXPECT_EQ(std::memcmp(x, y, sizeof x), 0);
+  vigilCommDestroy(comm);
 }
 
 }  // namespace
