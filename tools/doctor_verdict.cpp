@@ -163,7 +163,8 @@ void collectiveFindings(const LogScan& scan, std::vector<Finding>& findings) {
     // The ranks the waiting ones name as the peer they wait for, when the lines say (vigil's do).
     std::set<int> named;
     for (const auto& [rank, hit] : timedOut)
-      if (const auto peer = numberField(*hit, "peer"); peer && waiting.contains(rank) && quiet.contains(static_cast<int>(*peer)))
+      if (const auto peer = numberField(*hit, "peer");
+          peer && waiting.contains(rank) && quiet.contains(static_cast<int>(*peer)))
         named.insert(static_cast<int>(*peer));
     if (!named.empty()) quiet = named;
     const bool one = quiet.size() == 1;

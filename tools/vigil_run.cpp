@@ -12,14 +12,11 @@
 // so `vigil-doctor dumps` sees every rank. SIGUSR1 to vigil-run (`vigil-run --dump PID`)
 // asks the running ranks for their flight recorders at any time.
 
-#include <arpa/inet.h>
 #include <fcntl.h>
-#include <netinet/in.h>
 #include <poll.h>
 #include <signal.h>
 #include <sys/prctl.h>
 #include <sys/resource.h>
-#include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -41,6 +38,7 @@
 #include <vector>
 
 #include "comm/dump_on_signal.hpp"
+#include "run_env.hpp"
 #include "run_options.hpp"
 
 extern char** environ;
@@ -52,6 +50,8 @@ using vigil::DumpNotice;
 using vigil::run::askForDumps;
 using vigil::run::Options;
 using vigil::run::parseArgs;
+using vigil::run::rankEnv;
+using vigil::run::setTorchRendezvous;
 
 constexpr int kExitTimeout = 124;
 constexpr int kExitExecFailed = 127;
@@ -180,47 +180,6 @@ struct Stream {
     return false;
   }
 };
-
-// Environment of one rank: ours, minus stale launch variables, plus the rank's own, under
-// vigil's names and under torchrun's (a torch script's env:// init reads RANK, WORLD_SIZE,
-// MASTER_ADDR and MASTER_PORT; main() sets the last two).
-std::vector<std::string> rankEnv(const std::string& rootHex, int rank, int n, int notifyFd) {
-  const std::string r = std::to_string(rank), size = std::to_string(n), notify = std::to_string(notifyFd);
-  const std::pair<std::string_view, std::string_view> ours[] = {{"VIGIL_ROOT_INFO=", rootHex},
-                                                                {"VIGIL_RANK=", r},
-                                                                {"VIGIL_WORLD_SIZE=", size},
-                                                                {"VIGIL_LOCAL_RANK=", r},
-                                                                {"VIGIL_LOCAL_SIZE=", size},
-                                                                {"VIGIL_DUMP_NOTIFY_FD=", notify},
-                                                                {"RANK=", r},
-                                                                {"WORLD_SIZE=", size},
-                                                                {"LOCAL_RANK=", r},
-                                                                {"LOCAL_WORLD_SIZE=", size}};
-  std::vector<std::string> env;
-  for (char** e = environ; *e != nullptr; ++e)
-    if (std::none_of(std::begin(ours), std::end(ours),
-                     [e](auto& kv) { return std::string_view(*e).starts_with(kv.first); }))
-      env.emplace_back(*e);
-  for (auto& [key, value] : ours) env.push_back(std::string(key).append(value));
-  return env;
-}
-
-// A free TCP port on loopback for torch's store (MASTER_PORT), as torchrun --standalone picks
-// one: the kernel chooses, the socket closes, rank 0's store binds it a moment later. 0 if none.
-int freeLoopbackPort() {
-  const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  if (fd < 0) return 0;
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  socklen_t len = sizeof addr;
-  int port = 0;
-  if (::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0 &&
-      ::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len) == 0)
-    port = ntohs(addr.sin_port);
-  ::close(fd);
-  return port;
-}
 
 // Runs in the forked child: async-signal-safe calls only (strerror may lock and allocate).
 // Several writes are fine, the launcher joins them into one line.
@@ -621,15 +580,7 @@ int main(int argc, char** argv) {
   // All ranks of vigil-run share this host: loopback is the right network
   // unless the user says otherwise (the ranks inherit the variable).
   ::setenv("VIGIL_SOCKET_IFNAME", "lo", /*overwrite=*/0);
-  // torch's env:// rendezvous, unless the user chose it.
-  ::setenv("MASTER_ADDR", "127.0.0.1", /*overwrite=*/0);
-  if (std::getenv("MASTER_PORT") == nullptr) {
-    if (const int port = freeLoopbackPort(); port > 0)
-      ::setenv("MASTER_PORT", std::to_string(port).c_str(), 1);
-    else
-      std::fprintf(stderr, "vigil-run: no free loopback port for MASTER_PORT (%s); set it to run torch scripts\n",
-                   std::strerror(errno));
-  }
+  setTorchRendezvous();
   vigilRootInfo info{};
   char hex[2 * VIGIL_ROOT_INFO_BYTES + 1] = {};
   if (vigilGetRootInfo(&info) != vigilSuccess || vigilRootInfoToString(&info, hex, sizeof hex) != vigilSuccess) {

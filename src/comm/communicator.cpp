@@ -209,6 +209,7 @@ void Communicator::waitForStep(uint64_t step) {
 // receive's data (NCCL's all-to-all loop sends to and receives from every rank, itself too).
 // Checked whole before anything moves.
 void Communicator::copyToSelf(std::span<const OpDesc> ops) {
+  if (std::none_of(ops.begin(), ops.end(), [this](const OpDesc& op) { return op.peer == rank_; })) return;
   std::vector<const OpDesc*> sends, recvs;
   for (const OpDesc& op : ops)
     if (op.peer == rank_) (op.kind == OpKind::Send ? sends : recvs).push_back(&op);

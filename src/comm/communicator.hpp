@@ -269,7 +269,7 @@ class Communicator : public algo::LoadStoreRunner, public algo::HierarchicalRunn
   mutable std::mutex errorMutex_;
   std::optional<Error> fatal_;      // first error that broke the communicator
   std::optional<Error> lastCause_;  // last peer-loss error, for our goodbye
-  std::mutex wakersMutex_;           // taken on faults only, never on an op's path
+  std::mutex wakersMutex_;          // taken on faults only, never on an op's path
   std::vector<std::pair<uint64_t, std::function<void()>>> wakers_;
   uint64_t nextWaker_ = 1;
   // Last: destroyed first, while everything it uses (wakers) still exists.
