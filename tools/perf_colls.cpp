@@ -15,6 +15,8 @@ const CollInfo kColls[] = {
     {Coll::Gather, "gather", false, true, true},
     {Coll::Scatter, "scatter", false, true, true},
     {Coll::SendRecv, "sendrecv", false, false, false},
+    {Coll::SendRecvTag, "sendrecv_tag", false, false, false},
+    {Coll::SendRecvAny, "sendrecv_any", false, false, false},
 };
 
 // Elements this rank's send buffer holds for the call: count, or one block per rank.
@@ -70,7 +72,9 @@ double busBandwidthFactor(Coll coll, int nranks) {
     // The whole buffer crosses one link once.
     case Coll::Broadcast:
     case Coll::Reduce:
-    case Coll::SendRecv: return 1;
+    case Coll::SendRecv:
+    case Coll::SendRecvTag:
+    case Coll::SendRecvAny: return 1;
   }
   return 1;
 }
@@ -99,6 +103,21 @@ vigilResult_t runCall(const Call& c) {
       result = vigilGroupEnd();  // always close the group, even after a refused call
       if (sent != vigilSuccess) return sent;
       if (received != vigilSuccess) return received;
+      return result;
+    }
+    case Coll::SendRecvTag:
+      return vigilSendRecv(c.send, c.count, c.dtype, nextRank(c), c.rank, c.recv, c.count, c.dtype, previousRank(c),
+                           previousRank(c), c.comm, nullptr, nullptr);
+    case Coll::SendRecvAny: {
+      // Any source cannot share a batch with a send: odd ranks receive first,
+      // even ranks send first (with 2 ranks, a ping-pong).
+      const bool sendFirst = c.rank % 2 == 0;
+      vigilResult_t result = vigilSuccess;
+      for (int step = 0; step < 2 && result == vigilSuccess; ++step) {
+        result = (step == 0) == sendFirst ? vigilSendTag(c.send, c.count, c.dtype, nextRank(c), c.rank, c.comm, nullptr)
+                                          : vigilRecvTag(c.recv, c.count, c.dtype, VIGIL_ANY_SOURCE, previousRank(c),
+                                                         c.comm, nullptr, nullptr);
+      }
       return result;
     }
   }
@@ -140,6 +159,8 @@ size_t countWrongOutputs(const Call& c, const Pattern& p) {
     case Coll::Scatter:
       return countWrong(c.recv, count, c.dtype, tol, [&](size_t i) { return p.input(c.root, rankOffset + i); });
     case Coll::SendRecv:
+    case Coll::SendRecvTag:
+    case Coll::SendRecvAny:
       return countWrong(c.recv, count, c.dtype, tol, [&](size_t i) { return p.input(previousRank(c), i); });
   }
   return 0;

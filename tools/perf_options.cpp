@@ -22,7 +22,9 @@ Measures vigil's collectives like nccl-tests. Start it with a launcher, e.g.
 (or torchrun, mpirun, srun: anything vigilCommInitFromEnv understands).
 
   -c, --coll NAME       allreduce, allgather, reducescatter, alltoall, broadcast, reduce,
-                        gather, scatter, sendrecv, a comma-separated list, or all [allreduce]
+                        gather, scatter, sendrecv, a comma-separated list, or all [allreduce];
+                        sendrecv_tag (vigilSendRecv) and sendrecv_any (tagged, the receive from
+                        any source; odd ranks receive first) when named
   -b, --minbytes SIZE   smallest size [8]; SIZE takes a K, M or G suffix (powers of 1024)
   -e, --maxbytes SIZE   largest size [64M]
   -f, --stepfactor F    multiply the size by F (an integer >= 2) from one row to the next [2]
@@ -106,7 +108,8 @@ std::vector<Coll> parseColls(const std::string& text) {
   const CollInfo* colls = allColls(&howMany);
   std::vector<Coll> result;
   if (text == "all") {
-    for (size_t i = 0; i < howMany; ++i) result.push_back(colls[i].coll);
+    for (size_t i = 0; i < howMany; ++i)
+      if (colls[i].coll != Coll::SendRecvTag && colls[i].coll != Coll::SendRecvAny) result.push_back(colls[i].coll);
     return result;
   }
   size_t start = 0;

@@ -9,7 +9,20 @@
 
 namespace vigil::perf {
 
-enum class Coll { AllReduce, AllGather, ReduceScatter, AllToAll, Broadcast, Reduce, Gather, Scatter, SendRecv };
+// SendRecvTag and SendRecvAny (tagged point-to-point) run only when named: not part of "all".
+enum class Coll {
+  AllReduce,
+  AllGather,
+  ReduceScatter,
+  AllToAll,
+  Broadcast,
+  Reduce,
+  Gather,
+  Scatter,
+  SendRecv,
+  SendRecvTag,
+  SendRecvAny
+};
 
 struct Options {
   std::vector<Coll> colls;

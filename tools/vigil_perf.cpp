@@ -194,8 +194,9 @@ int runAll(const Options& o, vigilComm_t comm, int rank, int nranks) {
   bool anyWrong = false;
   for (Coll coll : o.colls) {
     const CollInfo& info = collInfo(coll);
-    if (coll == Coll::SendRecv && nranks < 2) {
-      if (printing) std::fprintf(o.json ? stderr : stdout, "# sendrecv skipped: it needs 2 or more ranks\n");
+    const bool pointToPoint = coll == Coll::SendRecv || coll == Coll::SendRecvTag || coll == Coll::SendRecvAny;
+    if (pointToPoint && nranks < 2) {
+      if (printing) std::fprintf(o.json ? stderr : stdout, "# %s skipped: it needs 2 or more ranks\n", info.name);
       continue;
     }
     if (printing && !o.json) printHeader(info);

@@ -228,6 +228,47 @@ VIGIL_API vigilResult_t vigilSend(const void* sendbuff, size_t count, vigilDataT
                                   vigilComm_t comm, vigilStream_t stream);
 VIGIL_API vigilResult_t vigilRecv(void* recvbuff, size_t count, vigilDataType_t datatype, int peer, vigilComm_t comm,
                                   vigilStream_t stream);
+
+/* ---- Tagged point-to-point (MPI's matching rules) ------------------------ */
+/* A tagged receive takes the first message from its source (or from any
+   source) whose tag matches (or any tag); messages from one source to one
+   receiver never overtake each other. Tags are any int >= 0, without limit.
+   The message's data type must be the receive's and its size at most the
+   receive's count (the status says how much came); otherwise both ranks get
+   VG-OP-003. Messages that arrive before their receive is posted wait in the
+   receiver's memory. vigilSend/vigilRecv stay untagged and ordered: between
+   two ranks, a tagged receive meeting an untagged message (or the reverse)
+   is VG-OP-002. A send to this rank itself is kept until it is received.
+   VIGIL_ANY_SOURCE is refused inside a group (VG-API-022). A tagged message
+   must be received before the receiver's next collective on the communicator
+   reaches its sender's data (else VG-OP-002/VG-OP-005, as for vigilSend).
+   On a stream, *status is written when the receive completes. */
+#define VIGIL_ANY_SOURCE (-1)
+#define VIGIL_ANY_TAG (-1)
+typedef struct {
+  int source;   /* the sender's rank */
+  int tag;      /* the message's tag */
+  size_t count; /* elements of the message's data type */
+  size_t bytes; /* bytes of the message */
+} vigilStatus;
+VIGIL_API vigilResult_t vigilSendTag(const void* sendbuff, size_t count, vigilDataType_t datatype, int peer, int tag,
+                                     vigilComm_t comm, vigilStream_t stream);
+/* status may be NULL. */
+VIGIL_API vigilResult_t vigilRecvTag(void* recvbuff, size_t count, vigilDataType_t datatype, int peer, int tag,
+                                     vigilComm_t comm, vigilStatus* status, vigilStream_t stream);
+/* Waits (blocking, within VIGIL_TIMEOUT_MS) until a message that a
+   vigilRecvTag(peer, tag) would take is here, and describes it; it stays
+   for that receive. vigilIprobe returns at once: *flag 1 and *status set
+   when such a message is here, else *flag 0. */
+VIGIL_API vigilResult_t vigilProbe(int peer, int tag, vigilComm_t comm, vigilStatus* status);
+VIGIL_API vigilResult_t vigilIprobe(int peer, int tag, vigilComm_t comm, int* flag, vigilStatus* status);
+/* A tagged send and a tagged receive that progress together (MPI_Sendrecv):
+   no deadlock when every rank sends before it receives. */
+VIGIL_API vigilResult_t vigilSendRecv(const void* sendbuff, size_t sendcount, vigilDataType_t sendtype, int dest,
+                                      int sendtag, void* recvbuff, size_t recvcount, vigilDataType_t recvtype,
+                                      int source, int recvtag, vigilComm_t comm, vigilStatus* status,
+                                      vigilStream_t stream);
+
 /* Everything between GroupStart and GroupEnd on this thread is issued as one
    batch (batch_isend_irecv); every buffer in it stays held until the batch completes. */
 VIGIL_API vigilResult_t vigilGroupStart(void);

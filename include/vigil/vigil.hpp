@@ -10,6 +10,7 @@
 
 #include <cstdint>
 #include <map>
+#include <optional>
 #include <stdexcept>
 #include <string>
 #include <utility>
@@ -205,6 +206,38 @@ class Communicator {
   template <class T>
   void recv(T* data, size_t count, int peer, vigilStream_t s = nullptr) {
     check(vigilRecv(data, count, DataType<T>::value, peer, comm_, s), comm_);
+  }
+  // Tagged point-to-point (MPI's matching): the receive returns what matched.
+  template <class T>
+  void sendTag(const T* data, size_t count, int peer, int tag, vigilStream_t s = nullptr) {
+    check(vigilSendTag(data, count, DataType<T>::value, peer, tag, comm_, s), comm_);
+  }
+  template <class T>
+  vigilStatus recvTag(T* data, size_t count, int peer = VIGIL_ANY_SOURCE, int tag = VIGIL_ANY_TAG) {
+    vigilStatus status{};
+    check(vigilRecvTag(data, count, DataType<T>::value, peer, tag, comm_, &status, nullptr), comm_);
+    return status;
+  }
+  template <class T>
+  vigilStatus sendRecv(const T* send, size_t sendcount, int dest, int sendtag, T* recv, size_t recvcount, int source,
+                       int recvtag) {
+    vigilStatus status{};
+    check(vigilSendRecv(send, sendcount, DataType<T>::value, dest, sendtag, recv, recvcount, DataType<T>::value, source,
+                        recvtag, comm_, &status, nullptr),
+          comm_);
+    return status;
+  }
+  vigilStatus probe(int peer = VIGIL_ANY_SOURCE, int tag = VIGIL_ANY_TAG) {
+    vigilStatus status{};
+    check(vigilProbe(peer, tag, comm_, &status), comm_);
+    return status;
+  }
+  // The matching message's status, or nothing when none is here now.
+  std::optional<vigilStatus> iprobe(int peer = VIGIL_ANY_SOURCE, int tag = VIGIL_ANY_TAG) {
+    vigilStatus status{};
+    int flag = 0;
+    check(vigilIprobe(peer, tag, comm_, &flag, &status), comm_);
+    return flag ? std::optional<vigilStatus>(status) : std::nullopt;
   }
   void barrier(vigilStream_t s = nullptr) { check(vigilBarrier(comm_, s), comm_); }
 

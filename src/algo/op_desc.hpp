@@ -35,6 +35,12 @@ struct OpDesc {
   // leader communicators exist: the symmetric heap's barrier across hosts,
   // whose waits must progress the transport that carries one-sided accesses.
   bool flat = false;
+  // Send/Recv of vigilSendTag/vigilRecvTag (comm/tagged.cpp): matched by
+  // (source, tag); a receive's peer may be VIGIL_ANY_SOURCE and its tag
+  // VIGIL_ANY_TAG, and `status` (may be null) gets what matched.
+  bool tagged = false;
+  int tag = 0;
+  vigilStatus* status = nullptr;
 
   bool hasRedOp() const { return kind == OpKind::AllReduce || kind == OpKind::Reduce || kind == OpKind::ReduceScatter; }
   bool hasRoot() const {

@@ -31,7 +31,16 @@ vigilResult_t submit(vigilComm_t comm, vigilStream_t stream, const OpDesc& op) {
   return api::guarded(comm, [&] {
     std::shared_ptr<Communicator> c = api::acquire(comm);
     std::shared_ptr<Stream> s = api::streamOf(stream);
-    if (!group::active() && isPointToPoint(op.kind) && op.peer == c->rank()) {
+    if (group::active() && op.tagged && op.peer == VIGIL_ANY_SOURCE) {
+      c->validate(op);
+      c->error(Errc::ApiBadTag)
+          .op(opName(op.kind))
+          .cause(
+              "a receive from VIGIL_ANY_SOURCE inside a group: the batch's other transfers could not progress "
+              "while it waits for whichever peer sends first")
+          .raise();
+    }
+    if (!group::active() && isPointToPoint(op.kind) && op.peer == c->rank() && !op.tagged) {
       c->validate(op);
       c->error(Errc::ApiSelfUnpaired)
           .op(opName(op.kind))
@@ -413,6 +422,88 @@ vigilResult_t vigilRecv(void* recvbuff, size_t count, vigilDataType_t datatype, 
   OpDesc d{OpKind::Recv, nullptr, recvbuff, count, datatype};
   d.peer = peer;
   return submit(comm, stream, d);
+}
+
+vigilResult_t vigilSendTag(const void* sendbuff, size_t count, vigilDataType_t datatype, int peer, int tag,
+                           vigilComm_t comm, vigilStream_t stream) {
+  OpDesc d{OpKind::Send, sendbuff, nullptr, count, datatype};
+  d.peer = peer;
+  d.tagged = true;
+  d.tag = tag;
+  return submit(comm, stream, d);
+}
+
+vigilResult_t vigilRecvTag(void* recvbuff, size_t count, vigilDataType_t datatype, int peer, int tag, vigilComm_t comm,
+                           vigilStatus* status, vigilStream_t stream) {
+  OpDesc d{OpKind::Recv, nullptr, recvbuff, count, datatype};
+  d.peer = peer;
+  d.tagged = true;
+  d.tag = tag;
+  d.status = status;
+  return submit(comm, stream, d);
+}
+
+vigilResult_t vigilProbe(int peer, int tag, vigilComm_t comm, vigilStatus* status) {
+  return api::guarded(comm, [&] {
+    std::shared_ptr<Communicator> c = api::acquire(comm);
+    if (status == nullptr) c->error(Errc::ApiNullArgument).op("probe").cause("status is NULL").raise();
+    c->probe(peer, tag, /*wait=*/true, status);
+  });
+}
+
+vigilResult_t vigilIprobe(int peer, int tag, vigilComm_t comm, int* flag, vigilStatus* status) {
+  return api::guarded(comm, [&] {
+    std::shared_ptr<Communicator> c = api::acquire(comm);
+    if (flag == nullptr) c->error(Errc::ApiNullArgument).op("iprobe").cause("flag is NULL").raise();
+    *flag = c->probe(peer, tag, /*wait=*/false, status) ? 1 : 0;
+  });
+}
+
+vigilResult_t vigilSendRecv(const void* sendbuff, size_t sendcount, vigilDataType_t sendtype, int dest, int sendtag,
+                            void* recvbuff, size_t recvcount, vigilDataType_t recvtype, int source, int recvtag,
+                            vigilComm_t comm, vigilStatus* status, vigilStream_t stream) {
+  OpDesc ops[2] = {{OpKind::Send, sendbuff, nullptr, sendcount, sendtype},
+                   {OpKind::Recv, nullptr, recvbuff, recvcount, recvtype}};
+  ops[0].peer = dest;
+  ops[0].tag = sendtag;
+  ops[1].peer = source;
+  ops[1].tag = recvtag;
+  ops[1].status = status;
+  for (OpDesc& op : ops) op.tagged = true;
+  return api::guarded(comm, [&] {
+    std::shared_ptr<Communicator> c = api::acquire(comm);
+    std::shared_ptr<Stream> s = api::streamOf(stream);
+    for (const OpDesc& op : ops) c->validate(op);
+    if (source == VIGIL_ANY_SOURCE) {
+      c->error(Errc::ApiBadTag)
+          .op("sendrecv")
+          .cause(
+              "source VIGIL_ANY_SOURCE: the send could not progress while the receive waits for whichever peer "
+              "sends first")
+          .remedy(
+              "name the source, or call vigilSendTag and a vigilRecvTag from VIGIL_ANY_SOURCE one after the "
+              "other")
+          .raise();
+    }
+    if (group::active()) {
+      for (const OpDesc& op : ops) group::add(c, op, s);
+      if (std::find(groupComms.begin(), groupComms.end(), comm) == groupComms.end()) groupComms.push_back(comm);
+    } else if (!s) {
+      c->runPointToPoint(ops);
+    } else {
+      c->checkUsable();
+      const uint64_t records[2] = {c->recordEnqueued(ops[0], s->name()), c->recordEnqueued(ops[1], s->name())};
+      s->enqueue([c, send = OwnedOpDesc(ops[0], 1), recv = OwnedOpDesc(ops[1], 1), records] {
+        const OpDesc batch[2] = {send.get(), recv.get()};
+        try {
+          c->runPointToPoint(batch, records);
+        } catch (const Error& e) {
+          c->keepAsyncError(e);
+          throw;
+        }
+      });
+    }
+  });
 }
 
 vigilResult_t vigilGroupStart(void) {

@@ -21,12 +21,14 @@ constexpr int kStallMs = 200;
 
 FrameHeader Communicator::headerFor(const OpDesc& op, int64_t seq) const {
   FrameHeader h;
-  h.kind = static_cast<uint8_t>(isPointToPoint(op.kind) ? FrameKind::PointToPoint : FrameKind::Collective);
+  h.kind = static_cast<uint8_t>(op.tagged                 ? FrameKind::Tagged
+                                : isPointToPoint(op.kind) ? FrameKind::PointToPoint
+                                                          : FrameKind::Collective);
   // Both ends of a point-to-point pair describe the message the same way.
   h.op = static_cast<uint8_t>(isPointToPoint(op.kind) ? OpKind::Send : op.kind);
   h.dtype = static_cast<uint8_t>(op.dtype);
   h.redop = static_cast<uint8_t>(op.hasRedOp() ? op.redop : 0);
-  h.root = op.hasRoot() ? op.root : -1;
+  h.root = op.hasRoot() ? op.root : op.tagged ? op.tag : -1;
   h.seq = static_cast<uint64_t>(seq);
   h.count = op.kind == OpKind::AllToAllV || op.kind == OpKind::Barrier ? 0 : op.count;
   if (isPointToPoint(op.kind)) h.sentAfterSeq = static_cast<uint32_t>(nextSeq_ - 1);
@@ -186,7 +188,9 @@ uint64_t Communicator::syncStep() {
       std::optional<FrameHeader> waiting = transport_->unreceived(q);
       // Collective frames there belong to this op or a later one (a peer
       // that finished this one's shared-memory part may be ahead).
-      if (waiting && waiting->kind == static_cast<uint8_t>(FrameKind::PointToPoint) &&
+      if (waiting &&
+          (waiting->kind == static_cast<uint8_t>(FrameKind::PointToPoint) ||
+           waiting->kind == static_cast<uint8_t>(FrameKind::Tagged)) &&
           static_cast<int32_t>(static_cast<uint32_t>(op_.header.seq) - waiting->sentAfterSeq) > 0) {
         throw poisonWith(faults_.mismatch(q, op_.header, *waiting), true);
       }
@@ -209,10 +213,12 @@ void Communicator::waitForStep(uint64_t step) {
 // receive's data (NCCL's all-to-all loop sends to and receives from every rank, itself too).
 // Checked whole before anything moves.
 void Communicator::copyToSelf(std::span<const OpDesc> ops) {
-  if (std::none_of(ops.begin(), ops.end(), [this](const OpDesc& op) { return op.peer == rank_; })) return;
+  // Tagged ones are matched by tag instead (comm/tagged.cpp).
+  auto untaggedSelf = [this](const OpDesc& op) { return op.peer == rank_ && !op.tagged; };
+  if (std::none_of(ops.begin(), ops.end(), untaggedSelf)) return;
   std::vector<const OpDesc*> sends, recvs;
   for (const OpDesc& op : ops)
-    if (op.peer == rank_) (op.kind == OpKind::Send ? sends : recvs).push_back(&op);
+    if (untaggedSelf(op)) (op.kind == OpKind::Send ? sends : recvs).push_back(&op);
   if (sends.size() != recvs.size()) {
     error(Errc::ApiSelfUnpaired)
         .op(ops.size() == 1 ? opName(ops[0].kind) : cat("group of ", ops.size(), " send/recv"))
@@ -235,6 +241,11 @@ void Communicator::copyToSelf(std::span<const OpDesc> ops) {
 }
 
 void Communicator::runPointToPointBatch(std::span<const OpDesc> ops, ExchangeWork* work) {
+  if (std::any_of(ops.begin(), ops.end(), [](const OpDesc& op) { return op.tagged; })) {
+    if (ops.size() == 1 && ops[0].kind == OpKind::Recv && ops[0].peer == VIGIL_ANY_SOURCE)
+      return runAnySourceRecv(ops[0]);
+    return runTaggedBatch(ops, work);
+  }
   copyToSelf(ops);
   // Every buffer of the batch is referenced by its transfer until the batch
   // returns: nothing is released early (the batch_isend_irecv field bug).
@@ -248,12 +259,7 @@ void Communicator::runPointToPointBatch(std::span<const OpDesc> ops, ExchangeWor
     const size_t p = static_cast<size_t>(op.peer);
     const bool isSend = op.kind == OpKind::Send;
     headers.push_back(headerFor(op, static_cast<int64_t>(isSend ? sendSeq_[p] : recvSeq_[p])));
-    const size_t bytes = op.count * dtypeSize(op.dtype);
-    Transfer t = isSend ? Transfer::send(op.peer, op.send, bytes) : Transfer::recv(op.peer, op.recv, bytes);
-    t.header = &headers.back();
-    t.segments = op.segments;
-    t.ready = op.ready;
-    transfers.push_back(t);
+    transfers.push_back(transferOf(op, headers.back()));
     // A receive from a peer that already left may still find its message
     // in the socket; only the socket can say. A send to it cannot arrive.
     if (isSend) peers.push_back(op.peer);
@@ -267,6 +273,16 @@ void Communicator::runPointToPointBatch(std::span<const OpDesc> ops, ExchangeWor
     if (op.peer != rank_) ++(op.kind == OpKind::Send ? sendSeq_ : recvSeq_)[static_cast<size_t>(op.peer)];
   }
   exchange(transfers, work);
+}
+
+Transfer Communicator::transferOf(const OpDesc& op, const FrameHeader& header) {
+  const size_t bytes = op.count * dtypeSize(op.dtype);
+  Transfer t =
+      op.kind == OpKind::Send ? Transfer::send(op.peer, op.send, bytes) : Transfer::recv(op.peer, op.recv, bytes);
+  t.header = &header;
+  t.segments = op.segments;
+  t.ready = op.ready;
+  return t;
 }
 
 void Communicator::exchange(std::span<const Transfer> transfers, ExchangeWork* work) {
@@ -446,6 +462,19 @@ void Communicator::finalize() {
                          " bytes still waiting; nothing was written for it)")
                   .build();
     throw poisonWith(e, true);
+  }
+  for (int p = 0; p < nranks_; ++p) {  // tagged messages that came and that no receive took
+    const auto& kept = unexpected_[static_cast<size_t>(p)];
+    if (kept.empty()) continue;
+    Error e =
+        error(Errc::OpUnreceived)
+            .op("finalize")
+            .cause(p == rank_ ? std::string("this rank") : faults_.describePeer(p), " sent ",
+                   FaultReporter::describeUnreceived(kept.front().header), " to this rank, which never received it",
+                   kept.size() > 1 ? cat(" (and ", kept.size() - 1, " more tagged message(s))") : std::string())
+            .remedy("post a tagged receive (vigilRecvTag) for every tagged send, with its source and tag")
+            .build();
+    throw poisonWith(e, p != rank_);
   }
   State active = State::Active;
   if (!state_.compare_exchange_strong(active, State::Finalized)) return;  // aborted or destroyed meanwhile

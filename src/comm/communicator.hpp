@@ -8,6 +8,7 @@
 // order (as with NCCL); abort() may be called from any thread at any time.
 
 #include <atomic>
+#include <deque>
 #include <functional>
 #include <memory>
 #include <mutex>
@@ -72,6 +73,10 @@ class Communicator : public algo::LoadStoreRunner, public algo::HierarchicalRunn
   // `ids`: their flight-recorder entries when recorded at enqueue (groups).
   // `work` (library-internal batches) runs while the transfers wait.
   void runPointToPoint(std::span<const OpDesc> ops, std::span<const uint64_t> ids = {}, ExchangeWork* work = nullptr);
+  // vigilProbe (`wait`) and vigilIprobe: whether a message that a tagged
+  // receive from `peer` (or VIGIL_ANY_SOURCE) with `tag` (or VIGIL_ANY_TAG)
+  // would take is here; it stays for that receive (comm/tagged.cpp).
+  bool probe(int peer, int tag, bool wait, vigilStatus* status);
 
   // Collective over this communicator: the ranks passing the same color form
   // a new communicator, ordered by (key, rank here); color < 0 returns null.
@@ -207,6 +212,21 @@ class Communicator : public algo::LoadStoreRunner, public algo::HierarchicalRunn
   size_t opBytes(const OpDesc& op) const;
   void runPointToPointBatch(std::span<const OpDesc> ops, ExchangeWork* work = nullptr);
   void copyToSelf(std::span<const OpDesc> ops);
+  // The transfer of a send or receive, framed with `header` (kept alive by the caller).
+  static Transfer transferOf(const OpDesc& op, const FrameHeader& header);
+  // Tagged point-to-point (comm/tagged.cpp).
+  class TaggedSink;
+  struct TaggedRecv;
+  void runTaggedBatch(std::span<const OpDesc> ops, ExchangeWork* work);
+  void runAnySourceRecv(const OpDesc& op);
+  void matchQueued(std::span<TaggedRecv> recvs);
+  void exchangeTagged(std::span<const Transfer> transfers, std::span<TaggedSink> sinks, ExchangeWork* work);
+  // Why message `got` from `source` cannot fill receive `r` (data type, size), if it cannot.
+  std::optional<Error> misfit(const OpDesc& r, int source, const FrameHeader& got) const;
+  // Waits for a message from one of `candidates` (dropping those that left); returns its sender.
+  int awaitAnyOf(std::vector<int>& candidates);
+  void takeOneMessage(int from);  // the next tagged message from `from`, into the queue
+  std::vector<int> othersFrom(int first) const;
   ProgressReport progress() const;
   void checkPeersBeforeStart(std::span<const int> peers, int64_t seq);
   [[noreturn]] void failOp(const ExchangeFault& fault);
@@ -252,6 +272,17 @@ class Communicator : public algo::LoadStoreRunner, public algo::HierarchicalRunn
   std::atomic<int64_t> inProgressSeq_{-1};  // read by the control thread for progress queries
   std::atomic<uint8_t> inProgressOp_{0};
   std::vector<uint64_t> sendSeq_, recvSeq_;  // per peer, point-to-point
+  // Tagged messages: per peer, counted as plain ones are; those that came
+  // before a receive took them wait here, by sender, in arrival order.
+  struct Unexpected {
+    FrameHeader header;
+    std::vector<uint8_t> payload;
+    uint64_t arrival;
+  };
+  std::vector<uint64_t> taggedSendSeq_, taggedRecvSeq_;
+  std::vector<std::deque<Unexpected>> unexpected_;
+  uint64_t arrivals_ = 0;
+  int anySourceStart_ = 0;  // any-source waits look at the peers from here, in turn
   std::vector<uint8_t> scratch_;
   const std::vector<int> allPeers_;  // every rank but this one
   FaultReporter faults_;

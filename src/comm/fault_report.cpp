@@ -32,7 +32,9 @@ bool hasRoot(const FrameHeader& h) {
 // `receiving`: a point-to-point header as the receive that expects it.
 std::string describeHeader(const FrameHeader& h, bool receiving = false) {
   std::string text = isP2p(h) ? cat(receiving ? "receive #" : "send #", h.seq)
-                              : cat(opName(static_cast<OpKind>(h.op)), " seq ", h.seq);
+                     : h.kind == static_cast<uint8_t>(FrameKind::Tagged)
+                         ? cat("tagged send #", h.seq, " (tag ", h.root, ")")
+                         : cat(opName(static_cast<OpKind>(h.op)), " seq ", h.seq);
   text += cat(" (", dtypeName(static_cast<vigilDataType_t>(h.dtype)), ", count ", h.count);
   if (hasRedOp(h)) text += cat(", ", redOpName(static_cast<vigilRedOp_t>(h.redop)));
   if (hasRoot(h)) text += cat(", root ", h.root);

@@ -100,6 +100,9 @@ Communicator::Communicator(int rank, int nranks, CommConfig config, std::string 
       loadStore_(transport_->loadStore()),
       sendSeq_(static_cast<size_t>(nranks)),
       recvSeq_(static_cast<size_t>(nranks)),
+      taggedSendSeq_(static_cast<size_t>(nranks)),
+      taggedRecvSeq_(static_cast<size_t>(nranks)),
+      unexpected_(static_cast<size_t>(nranks)),
       allPeers_([&] {
         std::vector<int> peers;
         for (int p = 0; p < nranks; ++p) {

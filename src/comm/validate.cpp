@@ -62,8 +62,18 @@ class OpCheck {
     if (op_.hasRoot() && (op_.root < 0 || op_.root >= nranks)) {
       fail(Errc::ApiBadRoot).cause("root ", op_.root, " is outside [0, ", nranks, ")").raise();
     }
-    if (isPointToPoint(op_.kind) && (op_.peer < 0 || op_.peer >= nranks)) {
-      fail(Errc::ApiBadPeer).cause("peer ", op_.peer, " is outside [0, ", nranks, ")").raise();
+    const bool anySource = op_.tagged && op_.kind == OpKind::Recv && op_.peer == VIGIL_ANY_SOURCE;
+    if (isPointToPoint(op_.kind) && !anySource && (op_.peer < 0 || op_.peer >= nranks)) {
+      fail(Errc::ApiBadPeer)
+          .cause("peer ", op_.peer, " is outside [0, ", nranks, ")",
+                 op_.tagged && op_.kind == OpKind::Recv ? " and not VIGIL_ANY_SOURCE" : "")
+          .raise();
+    }
+    if (op_.tagged && op_.tag < 0 && !(op_.kind == OpKind::Recv && op_.tag == VIGIL_ANY_TAG)) {
+      fail(Errc::ApiBadTag)
+          .cause("tag ", op_.tag, " is negative",
+                 op_.kind == OpKind::Send ? " (a send names its tag; VIGIL_ANY_TAG is for receives)" : "")
+          .raise();
     }
   }
 

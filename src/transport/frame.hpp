@@ -8,7 +8,11 @@
 
 namespace vigil {
 
-enum class FrameKind : uint8_t { Collective = 1, PointToPoint = 2 };
+// Tagged: a point-to-point message of vigilSendTag, matched by its
+// receiver on (source, tag) instead of arriving in issue order; `root`
+// carries its tag and `seq` the sender's count of tagged messages to the
+// receiver.
+enum class FrameKind : uint8_t { Collective = 1, PointToPoint = 2, Tagged = 3 };
 
 struct FrameHeader {
   static constexpr uint16_t kMagic = 0x4656;  // "VF"

@@ -153,7 +153,7 @@ bool ShmTransport::progressPass(const FrameHeader& header, bool checkFingerprint
       allDone = false;
       continue;
     }
-    const size_t total = kHeaderBytes + t.bytes;
+    size_t total = kHeaderBytes + t.payloadBytes();  // a sink's size is known after its header
     const size_t before = a.done;
     // The payload, piece by piece, until the ring is full or empty.
     auto movePayload = [&](shm::Ring& ring, bool out) {
@@ -177,6 +177,7 @@ bool ShmTransport::progressPass(const FrameHeader& header, bool checkFingerprint
         a.done += ring.read(reinterpret_cast<uint8_t*>(&a.header) + a.done, kHeaderBytes - a.done);
         // Judge the header before a single payload byte lands in the user's buffer.
         if (a.done == kHeaderBytes && !acceptHeader(a.header, t, header, checkFingerprint, fault)) return false;
+        total = kHeaderBytes + t.payloadBytes();
       }
       movePayload(ring, false);
     }
@@ -216,7 +217,8 @@ ExchangeFault ShmTransport::exchange(std::span<const Transfer> transfers, const 
   if (fault.kind == ExchangeFault::Kind::TimedOut) {
     for (const ActiveTransfer& a : active_) {
       if (!a.finished)
-        fault.pending.push_back({a.transfer->peer, a.transfer->isSend, kHeaderBytes + a.transfer->bytes - a.done});
+        fault.pending.push_back(
+            {a.transfer->peer, a.transfer->isSend, kHeaderBytes + a.transfer->payloadBytes() - a.done});
     }
   }
   return fault;
@@ -240,6 +242,24 @@ ExchangeFault ShmTransport::waitAll(uint64_t step, Deadline deadline, LivenessWa
       if (stepOf(p) < step) fault.pending.push_back({p, false, 0});
     }
   }
+  return fault;
+}
+
+ExchangeFault ShmTransport::awaitIncoming(std::span<const int> peers, Deadline deadline, LivenessWatch& watch,
+                                          int& from) {
+  ExchangeFault fault = waitUntil(
+      [&](ExchangeFault&) {
+        FrameHeader h;
+        for (int p : peers) {
+          if (in_[static_cast<size_t>(p)].peek(&h, sizeof h)) {
+            from = p;
+            return 1;
+          }
+        }
+        return 0;
+      },
+      [&](int peer) { return awaits(peers, peer); }, deadline, watch, nullptr);
+  markAwaited(fault, peers);
   return fault;
 }
 

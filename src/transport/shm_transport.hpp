@@ -55,6 +55,7 @@ class ShmTransport final : public Transport, public LoadStoreDomain {
     if (peer == rank_ || !in_[static_cast<size_t>(peer)].peek(&h, sizeof h)) return std::nullopt;
     return h;
   }
+  ExchangeFault awaitIncoming(std::span<const int> peers, Deadline deadline, LivenessWatch& watch, int& from) override;
   // Rings this rank's own doorbell.
   void wakeWaiters() override { bells_[rank_].ring(); }
   RmaDomain* rma() override { return nullptr; }

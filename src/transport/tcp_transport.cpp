@@ -49,7 +49,7 @@ Step progressRecv(int fd, ActiveTransfer& a, const FrameHeader& base, bool check
       n = ::recv(fd, reinterpret_cast<uint8_t*>(&a.header) + a.done, kHeaderBytes - a.done, 0);
     } else {
       const size_t off = a.done - kHeaderBytes;
-      if (off == a.transfer->bytes) return Step::Finished;
+      if (off == a.transfer->payloadBytes()) return Step::Finished;
       iovec iov[kPieces];
       n = ::readv(fd, iov, static_cast<int>(payloadPieces(a, off, iov, kPieces)));
     }
@@ -186,11 +186,48 @@ bool TcpTransport::await(Deadline deadline, LivenessWatch& watch, bool& stalled,
     fault.kind = ExchangeFault::Kind::TimedOut;
     for (const ActiveTransfer& a : active_) {
       if (!a.finished)
-        fault.pending.push_back({a.transfer->peer, a.transfer->isSend, kHeaderBytes + a.transfer->bytes - a.done});
+        fault.pending.push_back(
+            {a.transfer->peer, a.transfer->isSend, kHeaderBytes + a.transfer->payloadBytes() - a.done});
     }
     return false;
   }
   return true;
+}
+
+ExchangeFault TcpTransport::awaitIncoming(std::span<const int> peers, Deadline deadline, LivenessWatch& watch,
+                                          int& from) {
+  ExchangeFault fault;
+  bool stalled = false;
+  active_.clear();
+  while (true) {
+    pollFds_.clear();
+    directRecvPeers_.clear();
+    for (int p : peers) {
+      const int fd = fds_[static_cast<size_t>(p)].get();
+      FrameHeader h;
+      ssize_t n;
+      do {
+        n = ::recv(fd, &h, sizeof h, MSG_PEEK | MSG_DONTWAIT);
+      } while (n < 0 && errno == EINTR);
+      if (n == static_cast<ssize_t>(sizeof h)) {
+        from = p;
+        return fault;
+      }
+      if (n == 0 || (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK)) {
+        fault.kind = n == 0 || errno == ECONNRESET ? ExchangeFault::Kind::PeerClosed : ExchangeFault::Kind::IoError;
+        fault.peer = p;
+        fault.err = n == 0 ? 0 : errno;
+        return fault;
+      }
+      // Part of a header is here: the rest follows at once (it was sent in one piece).
+      pollFds_.push_back({fd, POLLIN, 0});
+      directRecvPeers_.push_back(p);
+    }
+    if (!await(deadline, watch, stalled, fault)) {
+      markAwaited(fault, peers);
+      return fault;
+    }
+  }
 }
 
 }  // namespace vigil

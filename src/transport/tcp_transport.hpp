@@ -22,6 +22,7 @@ class TcpTransport final : public Transport {
   ExchangeFault exchange(std::span<const Transfer> transfers, const FrameHeader& header, bool checkFingerprint,
                          Deadline deadline, LivenessWatch& watch, ExchangeWork* work) override;
   std::optional<FrameHeader> unreceived(int peer) override;
+  ExchangeFault awaitIncoming(std::span<const int> peers, Deadline deadline, LivenessWatch& watch, int& from) override;
   // Its waits poll the fatal and peer-change eventfds themselves.
   void wakeWaiters() override {}
   // Closing a socket never waits for the peer.

@@ -3,6 +3,8 @@
 
 #include "transport/transport.hpp"
 
+#include <algorithm>
+
 #include "core/strcat.hpp"
 #include "net/socket.hpp"
 #include "transport/shm_transport.hpp"
@@ -15,10 +17,11 @@ namespace vigil {
 
 size_t payloadPieces(ActiveTransfer& a, size_t offset, iovec* out, size_t max) {
   const Transfer& t = *a.transfer;
-  if (offset >= t.bytes || max == 0) return 0;
+  const size_t bytes = t.payloadBytes();
+  if (offset >= bytes || max == 0) return 0;
   if (t.segments.empty()) {
-    auto* base = static_cast<uint8_t*>(t.isSend ? const_cast<void*>(t.sendData) : t.recvData);
-    out[0] = {base + offset, t.bytes - offset};
+    auto* base = static_cast<uint8_t*>(t.isSend ? const_cast<void*>(t.sendData) : t.payloadDest());
+    out[0] = {base + offset, bytes - offset};
     return 1;
   }
   while (offset >= a.segmentStart + t.segments[a.segment].bytes) a.segmentStart += t.segments[a.segment++].bytes;
@@ -31,8 +34,23 @@ size_t payloadPieces(ActiveTransfer& a, size_t offset, iovec* out, size_t max) {
   return n;
 }
 
+bool awaits(std::span<const int> peers, int peer) {
+  return std::find(peers.begin(), peers.end(), peer) != peers.end();
+}
+
+void markAwaited(ExchangeFault& fault, std::span<const int> peers) {
+  if (fault.kind != ExchangeFault::Kind::TimedOut) return;
+  for (int p : peers) fault.pending.push_back({p, false, sizeof(FrameHeader)});
+}
+
 bool acceptHeader(const FrameHeader& got, const Transfer& t, const FrameHeader& base, bool checkFingerprint,
                   ExchangeFault& fault) {
+  if (t.sink != nullptr && got.magic == FrameHeader::kMagic) {
+    if (t.sink->accept(got, fault)) return true;
+    fault.peer = t.peer;
+    fault.received = got;
+    return false;
+  }
   FrameHeader want = t.header != nullptr ? *t.header : base;
   want.bytes = t.bytes;
   if (got.magic != FrameHeader::kMagic) {

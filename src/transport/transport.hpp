@@ -41,6 +41,49 @@ struct IoSegment {
   size_t bytes = 0;
 };
 
+// Why an exchange stopped early. The communicator turns it into an Error
+// with the full story (it knows the op, the peers' states and the remedy).
+struct ExchangeFault {
+  enum class Kind {
+    None,
+    TimedOut,        // deadline passed; `pending` lists what was still moving
+    Fatal,           // the communicator's fatal event fired (abort, a peer's error notice)
+    PeerGone,        // the liveness watcher decided a needed peer is gone
+    PeerClosed,      // a peer's data connection closed (EOF, reset) mid-exchange
+    HeaderMismatch,  // a peer's frame header is not the one this rank expected
+    Protocol,        // bad magic in a frame header
+    IoError,
+  } kind = Kind::None;
+  int peer = -1;
+  FrameHeader expected{};  // for HeaderMismatch / Protocol
+  FrameHeader received{};
+  size_t expectedBytes = 0;
+  int err = 0;
+  // IoError: its id, and the transport library's own words when it has them
+  // (`UCX says "Endpoint timeout"`); empty: errnoText(err) says it.
+  Errc ioErrc = Errc::NetSyscall;
+  std::string detail;
+  struct Pending {
+    int peer;
+    bool isSend;
+    size_t bytesLeft;
+  };
+  std::vector<Pending> pending;
+};
+
+// A receive whose message is not known in advance (tagged point-to-point):
+// its header, once judged, decides where the payload lands and how long it
+// is. The transports call accept() instead of comparing headers.
+class RecvSink {
+ public:
+  virtual ~RecvSink() = default;
+  // `got` has vigil's magic. Sets dest and bytes (the payload's length,
+  // got.bytes) and returns true, or fills `fault` and returns false.
+  virtual bool accept(const FrameHeader& got, ExchangeFault& fault) = 0;
+  void* dest = nullptr;
+  size_t bytes = 0;
+};
+
 struct Transfer {
   int peer = -1;
   bool isSend = false;
@@ -56,6 +99,13 @@ struct Transfer {
   // A send whose payload is still being produced by the exchange's work
   // (ExchangeWork): it keeps its place in its peer's lane until *ready.
   const bool* ready = nullptr;
+  // A receive whose header decides its buffer and size (recvData and bytes
+  // unused); it takes exactly one message.
+  RecvSink* sink = nullptr;
+
+  // What a receive's payload is once its header is in (a sink's choice).
+  size_t payloadBytes() const { return sink != nullptr ? sink->bytes : bytes; }
+  void* payloadDest() const { return sink != nullptr ? sink->dest : recvData; }
 
   static Transfer send(int peer, const void* data, size_t bytes) {
     Transfer t;
@@ -92,36 +142,6 @@ class ExchangeWork {
   }
 };
 
-// Why an exchange stopped early. The communicator turns it into an Error
-// with the full story (it knows the op, the peers' states and the remedy).
-struct ExchangeFault {
-  enum class Kind {
-    None,
-    TimedOut,        // deadline passed; `pending` lists what was still moving
-    Fatal,           // the communicator's fatal event fired (abort, a peer's error notice)
-    PeerGone,        // the liveness watcher decided a needed peer is gone
-    PeerClosed,      // a peer's data connection closed (EOF, reset) mid-exchange
-    HeaderMismatch,  // a peer's frame header is not the one this rank expected
-    Protocol,        // bad magic in a frame header
-    IoError,
-  } kind = Kind::None;
-  int peer = -1;
-  FrameHeader expected{};  // for HeaderMismatch / Protocol
-  FrameHeader received{};
-  size_t expectedBytes = 0;
-  int err = 0;
-  // IoError: its id, and the transport library's own words when it has them
-  // (`UCX says "Endpoint timeout"`); empty: errnoText(err) says it.
-  Errc ioErrc = Errc::NetSyscall;
-  std::string detail;
-  struct Pending {
-    int peer;
-    bool isSend;
-    size_t bytesLeft;
-  };
-  std::vector<Pending> pending;
-};
-
 // Tells an exchange about events outside its sockets.
 class LivenessWatch {
  public:
@@ -156,6 +176,11 @@ struct ActiveTransfer {
 // The payload of `a` from byte `offset` on (never behind an earlier call's
 // offset), as up to `max` contiguous pieces. Returns how many it filled.
 size_t payloadPieces(ActiveTransfer& a, size_t offset, iovec* out, size_t max);
+
+// awaitIncoming's helpers: whether `peer` is one of `peers`, and a timeout's
+// `pending`: a header from each.
+bool awaits(std::span<const int> peers, int peer);
+void markAwaited(ExchangeFault& fault, std::span<const int> peers);
 
 // Judges an incoming header before any payload lands: fills `fault` and
 // returns false when it is not the header `t` expects.
@@ -286,6 +311,12 @@ class Transport {
   // The header of a message from `peer` that arrived and that no receive
   // has taken yet (only between operations); nothing if none is waiting.
   virtual std::optional<FrameHeader> unreceived(int peer) = 0;
+  // Waits (between operations) until a message from one of `peers` has
+  // arrived that no receive has taken, and sets `from` to that peer (the
+  // first such in `peers`' order): unreceived(from) then has its header.
+  // On a timeout the fault's `pending` lists every peer as a receive.
+  virtual ExchangeFault awaitIncoming(std::span<const int> peers, Deadline deadline, LivenessWatch& watch,
+                                      int& from) = 0;
   // Ends the sleep of a rank waiting in exchange() or waitAll() so that it
   // looks at the watch's fatal and peer-change state now (the control
   // thread calls it after signalling them).

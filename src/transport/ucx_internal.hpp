@@ -92,6 +92,7 @@ class UcxTransport final : public Transport, public RmaDomain {
   ExchangeFault exchange(std::span<const Transfer> transfers, const FrameHeader& header, bool checkFingerprint,
                          Deadline deadline, LivenessWatch& watch, ExchangeWork* work) override;
   std::optional<FrameHeader> unreceived(int peer) override;
+  ExchangeFault awaitIncoming(std::span<const int> peers, Deadline deadline, LivenessWatch& watch, int& from) override;
   // Its waits poll the fatal and peer-change eventfds beside the worker's.
   void wakeWaiters() override {}
   // Teardown then closes the endpoints at once instead of flushing them

@@ -1,5 +1,6 @@
 #include "transport/ucx_transport.hpp"
 
+#include <algorithm>
 #include <cstdlib>
 #include <cstring>
 
@@ -274,7 +275,8 @@ void UcxTransport::fillPayloadIov(const Transfer& t, std::vector<ucp_dt_iov_t>& 
 void UcxTransport::postReceive(Op& op) {
   const Transfer& t = *op.transfer;
   op.stage = Op::Stage::Header;
-  if (t.bytes > kEagerBytes) postPayloadReceive(op, payloadTag(t.peer, op.header));
+  // A sink's size is known only from its header: its payload receive follows it.
+  if (t.sink == nullptr && t.bytes > kEagerBytes) postPayloadReceive(op, payloadTag(t.peer, op.header));
   auto& stashed = stash_[static_cast<size_t>(t.peer)];
   if (!stashed.empty()) {  // taken by unreceived(): it comes first
     std::memcpy(op.bounce, stashed.front().data(), std::min(stashed.front().size(), kBounceBytes));
@@ -297,7 +299,7 @@ void UcxTransport::postPayloadReceive(Op& op, ucp_tag_t tag) {
   op.payloadInfo.length = 0;
   if (t.segments.empty()) {  // contiguous: UCX's zero-copy protocols apply
     ucp_request_param_t param = receiveParam(op.payloadInfo, ucp_dt_make_contig(1));
-    op.payloadReq = api_.tagRecvNbx(worker_, t.recvData, t.bytes, tag, kFullMask, &param);
+    op.payloadReq = api_.tagRecvNbx(worker_, t.payloadDest(), t.payloadBytes(), tag, kFullMask, &param);
     return;
   }
   op.iov.clear();
@@ -344,8 +346,9 @@ bool UcxTransport::onHeader(Op& op, size_t length, const FrameHeader& base, bool
   }
   std::memcpy(&op.header, op.bounce, kHeaderBytes);
   if (!acceptHeader(op.header, t, base, checkFingerprint, fault)) return false;
-  if (t.bytes <= kEagerBytes) {
-    if (length != kHeaderBytes + t.bytes) {
+  const size_t bytes = t.payloadBytes();
+  if (bytes <= kEagerBytes) {
+    if (length != kHeaderBytes + bytes) {
       fault.kind = ExchangeFault::Kind::Protocol;
       fault.peer = t.peer;
       return false;
@@ -353,7 +356,7 @@ bool UcxTransport::onHeader(Op& op, size_t length, const FrameHeader& base, bool
     // The header is accepted: now the payload may land in the user's memory.
     const uint8_t* from = op.bounce + kHeaderBytes;
     if (t.segments.empty()) {
-      if (t.bytes > 0) std::memcpy(t.recvData, from, t.bytes);
+      if (bytes > 0) std::memcpy(t.payloadDest(), from, bytes);
     } else {
       for (const IoSegment& s : t.segments) {
         if (s.bytes > 0) std::memcpy(s.data, from, s.bytes);
@@ -367,7 +370,9 @@ bool UcxTransport::onHeader(Op& op, size_t length, const FrameHeader& base, bool
   // header that agrees without being the same (VIGIL_FINGERPRINT=0 compares
   // the shape only) came with another payload tag: the receive moves to it.
   const ucp_tag_t theirs = payloadTag(t.peer, op.header);
-  if (theirs != op.payloadTag) {
+  if (t.sink != nullptr) {
+    postPayloadReceive(op, theirs);
+  } else if (theirs != op.payloadTag) {
     if (op.payloadReq != nullptr && !UCS_PTR_IS_ERR(op.payloadReq)) api_.requestCancel(worker_, op.payloadReq);
     progressAll();
     if (settle(op.payloadReq) == UCS_INPROGRESS) {  // taken by a message after all: cannot be moved
@@ -453,7 +458,7 @@ int UcxTransport::pass(const FrameHeader& base, bool checkFingerprint, ExchangeF
       const int got = settleReceive(op.payloadReq, t.peer, peerFailed, fault);
       if (got < 0) return -1;
       if (got == 0) continue;
-      if (op.payloadInfo.length != t.bytes) {
+      if (op.payloadInfo.length != t.payloadBytes()) {
         fault.kind = ExchangeFault::Kind::Protocol;
         fault.peer = t.peer;
         return -1;
@@ -533,7 +538,8 @@ ExchangeFault UcxTransport::exchange(std::span<const Transfer> transfers, const 
       for (size_t i = 0; i < opCount_; ++i) {
         const Op& op = ops_[i];
         if (op.stage == Op::Stage::Done) continue;
-        const size_t left = op.stage == Op::Stage::Payload ? op.transfer->bytes : kHeaderBytes + op.transfer->bytes;
+        const size_t bytes = op.transfer->payloadBytes();
+        const size_t left = op.stage == Op::Stage::Payload ? bytes : kHeaderBytes + bytes;
         fault.pending.push_back({op.transfer->peer, op.transfer->isSend, left});
       }
     }
@@ -597,6 +603,23 @@ std::optional<FrameHeader> UcxTransport::unreceived(int peer) {
   FrameHeader h;
   std::memcpy(&h, stashed.front().data(), kHeaderBytes);
   return h;
+}
+
+ExchangeFault UcxTransport::awaitIncoming(std::span<const int> peers, Deadline deadline, LivenessWatch& watch,
+                                          int& from) {
+  ExchangeFault fault = waitFor(
+      [&](ExchangeFault&) {
+        for (int p : peers) {
+          if (unreceived(p)) {
+            from = p;
+            return 1;
+          }
+        }
+        return 0;
+      },
+      [&](int peer) { return awaits(peers, peer); }, deadline, watch, nullptr);
+  markAwaited(fault, peers);
+  return fault;
 }
 
 }  // namespace ucx

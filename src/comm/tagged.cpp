@@ -1,0 +1,423 @@
+// Tagged point-to-point (vigilSendTag, vigilRecvTag, vigilProbe): messages
+// matched by (source, tag) under MPI's rules, over the same ordered lanes as
+// every other message.
+//
+// A tagged message travels like an untagged one (FrameKind::Tagged, its tag
+// in the header's root field). A receive does not know in advance which
+// message comes next from a peer, so its transfer carries a sink: the
+// message's header decides where its payload lands - in the buffer of the
+// first receive of the batch that it matches, or, when none does, in a
+// message kept by this rank (unexpected_) until a later receive or probe
+// asks for it. Every receive looks there first. Messages from one sender are
+// taken in the order it sent them, so none overtakes another of the same
+// (source, tag). A receive from any source waits for the first header from
+// any peer (Transport::awaitIncoming), the peers looked at in turn.
+
+#include <algorithm>
+#include <cstring>
+
+#include "comm/communicator.hpp"
+#include "core/dtype.hpp"
+#include "core/strcat.hpp"
+
+namespace vigil {
+namespace {
+
+bool tagMatches(int wanted, int tag) {
+  return wanted == VIGIL_ANY_TAG || wanted == tag;
+}
+
+bool sourceMatches(int wanted, int source) {
+  return wanted == VIGIL_ANY_SOURCE || wanted == source;
+}
+
+std::string tagText(int tag) {
+  return tag == VIGIL_ANY_TAG ? std::string("any tag") : cat("tag ", tag);
+}
+
+std::string describeRecv(const OpDesc& r) {
+  return cat("tagged receive from ", r.peer == VIGIL_ANY_SOURCE ? std::string("any source") : cat("rank ", r.peer),
+             " (", tagText(r.tag), ", up to ", r.count, " x ", dtypeName(r.dtype), ")");
+}
+
+std::string describeMessage(const FrameHeader& h) {
+  const auto dtype = static_cast<vigilDataType_t>(h.dtype);
+  switch (static_cast<FrameKind>(h.kind)) {
+    case FrameKind::Tagged:
+      return cat("tagged message #", h.seq, " (tag ", h.root, ", ", h.count, " x ", dtypeName(dtype), ")");
+    case FrameKind::PointToPoint:
+      return cat("untagged message (vigilSend #", h.seq, ", ", h.count, " x ", dtypeName(dtype), ")");
+    default: return cat("message of its ", opName(static_cast<OpKind>(h.op)), " seq ", h.seq);
+  }
+}
+
+void setStatus(const OpDesc& r, int source, const FrameHeader& h) {
+  if (r.status != nullptr) *r.status = vigilStatus{source, h.root, h.count, h.bytes};
+}
+
+}  // namespace
+
+struct Communicator::TaggedRecv {
+  const OpDesc* op;
+  bool done = false;
+};
+
+// The sink of one receive transfer from `peer`: the message that comes
+// fills the first of `recvs` it matches, else it is kept for later.
+class Communicator::TaggedSink final : public RecvSink {
+ public:
+  TaggedSink(Communicator& comm, int peer, std::span<TaggedRecv> recvs) : comm_(comm), peer_(peer), recvs_(recvs) {}
+
+  bool accept(const FrameHeader& got, ExchangeFault& fault) override {
+    if (got.kind != static_cast<uint8_t>(FrameKind::Tagged)) {
+      error_ = comm_.error(Errc::OpMismatch)
+                   .op("recv")
+                   .peer(peer_)
+                   .cause("this rank waits for a tagged message from rank ", peer_, ", but the next one rank ", peer_,
+                          " sent it is a ", describeMessage(got))
+                   .remedy(
+                       "between two ranks, receive untagged sends (vigilSend) with vigilRecv and tagged ones "
+                       "(vigilSendTag) with vigilRecvTag, in the order they were sent")
+                   .build();
+      fault.kind = ExchangeFault::Kind::HeaderMismatch;
+      return false;
+    }
+    uint64_t& expected = comm_.taggedRecvSeq_[static_cast<size_t>(peer_)];
+    if (got.seq != expected) {
+      fault.kind = ExchangeFault::Kind::Protocol;
+      return false;
+    }
+    ++expected;
+    bytes = got.bytes;
+    for (TaggedRecv& r : recvs_) {
+      if (r.done || !sourceMatches(r.op->peer, peer_) || !tagMatches(r.op->tag, got.root)) continue;
+      if (std::optional<Error> e = comm_.misfit(*r.op, peer_, got)) {
+        error_ = std::move(e);
+        fault.kind = ExchangeFault::Kind::HeaderMismatch;
+        return false;
+      }
+      r.done = true;
+      setStatus(*r.op, peer_, got);
+      dest = r.op->recv;
+      return true;
+    }
+    // For a later receive: kept, in arrival order.
+    auto& queue = comm_.unexpected_[static_cast<size_t>(peer_)];
+    queue.push_back({got, std::vector<uint8_t>(got.bytes), ++comm_.arrivals_});
+    dest = queue.back().payload.data();
+    return true;
+  }
+
+  int peer() const { return peer_; }
+  const std::optional<Error>& error() const { return error_; }
+
+ private:
+  Communicator& comm_;
+  const int peer_;
+  std::span<TaggedRecv> recvs_;
+  std::optional<Error> error_;
+};
+
+std::optional<Error> Communicator::misfit(const OpDesc& r, int source, const FrameHeader& got) const {
+  const size_t capacity = r.count * dtypeSize(r.dtype);
+  if (got.dtype == static_cast<uint8_t>(r.dtype) && got.bytes <= capacity) return std::nullopt;
+  ErrorBuilder b = error(Errc::OpSizeMismatch).op("recv").peer(source);
+  if (got.dtype != static_cast<uint8_t>(r.dtype)) {
+    b.cause("rank ", source, "'s ", describeMessage(got), " matched this rank's ", describeRecv(r),
+            ", but their data types differ");
+    b.remedy("receive with the data type rank ", source, " sends with (or send with the receive's)");
+  } else {
+    b.cause("rank ", source, "'s ", describeMessage(got), " holds ", got.bytes, " bytes, more than this rank's ",
+            describeRecv(r), " can take (", capacity, " bytes); nothing was written");
+    b.remedy("post the receive with a count at least the sender's (vigilProbe gives the size before the receive)");
+  }
+  return b.build();
+}
+
+std::vector<int> Communicator::othersFrom(int first) const {
+  std::vector<int> peers;
+  peers.reserve(allPeers_.size());
+  for (int i = 0; i < nranks_; ++i) {
+    const int p = (first + i) % nranks_;
+    if (p != rank_) peers.push_back(p);
+  }
+  return peers;
+}
+
+void Communicator::matchQueued(std::span<TaggedRecv> recvs) {
+  for (TaggedRecv& r : recvs) {
+    if (r.done) continue;
+    // The first matching message of each sender; of those, the one that came first.
+    std::deque<Unexpected>* queue = nullptr;
+    std::deque<Unexpected>::iterator found;
+    for (int p = 0; p < nranks_; ++p) {
+      if (!sourceMatches(r.op->peer, p)) continue;
+      auto& q = unexpected_[static_cast<size_t>(p)];
+      auto it =
+          std::find_if(q.begin(), q.end(), [&](const Unexpected& u) { return tagMatches(r.op->tag, u.header.root); });
+      if (it != q.end() && (queue == nullptr || it->arrival < found->arrival)) {
+        queue = &q;
+        found = it;
+      }
+    }
+    if (queue == nullptr) continue;
+    const int source = static_cast<int>(queue - unexpected_.data());
+    if (std::optional<Error> e = misfit(*r.op, source, found->header)) throw poisonWith(*e, true);
+    if (!found->payload.empty()) std::memcpy(r.op->recv, found->payload.data(), found->payload.size());
+    setStatus(*r.op, source, found->header);
+    r.done = true;
+    queue->erase(found);
+  }
+}
+
+void Communicator::exchangeTagged(std::span<const Transfer> transfers, std::span<TaggedSink> sinks,
+                                  ExchangeWork* work) {
+  const ExchangeFault fault =
+      transport_->exchange(transfers, op_.header, config_.fingerprint, op_.deadline, *this, work);
+  if (fault.kind == ExchangeFault::Kind::None) return;
+  for (const TaggedSink& sink : sinks) {
+    if (sink.error()) throw poisonWith(*sink.error(), true);  // the sender hears it too
+  }
+  failOp(fault);
+}
+
+void Communicator::runTaggedBatch(std::span<const OpDesc> ops, ExchangeWork* work) {
+  copyToSelf(ops);  // untagged pairs
+  std::vector<TaggedRecv> recvs;
+  for (const OpDesc& op : ops) {
+    if (!op.tagged) continue;
+    if (op.kind == OpKind::Recv) {
+      recvs.push_back({&op});
+    } else if (op.peer == rank_) {  // kept until received, as a message that came early
+      FrameHeader h = headerFor(op, static_cast<int64_t>(taggedSendSeq_[static_cast<size_t>(rank_)]++));
+      const auto* data = static_cast<const uint8_t*>(op.send);
+      unexpected_[static_cast<size_t>(rank_)].push_back(
+          {h, std::vector<uint8_t>(data, data + op.count * dtypeSize(op.dtype)), ++arrivals_});
+    }
+  }
+  matchQueued(recvs);
+  for (const TaggedRecv& r : recvs) {
+    if (!r.done && r.op->peer == rank_) {
+      error(Errc::ApiBadTag)
+          .op("recv")
+          .cause("a ", describeRecv(*r.op), " of this rank itself (", rank_,
+                 "), but no tagged send of this rank to itself, in this call or before it, matches: it could never "
+                 "complete")
+          .remedy("send to yourself (vigilSendTag) before or beside the receive, with a matching tag")
+          .raise();
+    }
+  }
+
+  // One transfer per message sent, and one receive transfer (a sink) per peer
+  // that a receive still waits for: its next message, whichever it is.
+  std::vector<FrameHeader> headers;
+  std::vector<Transfer> transfers;
+  std::vector<TaggedSink> sinks;
+  std::vector<int> sendPeers;
+  std::vector<uint64_t> taggedSent(static_cast<size_t>(nranks_));
+  headers.reserve(ops.size());
+  transfers.reserve(ops.size());
+  sinks.reserve(ops.size());
+  auto hasSink = [&](int peer) {
+    return std::any_of(sinks.begin(), sinks.end(), [peer](const TaggedSink& s) { return s.peer() == peer; });
+  };
+  auto addSinks = [&] {
+    for (TaggedRecv& r : recvs) {
+      if (r.done || hasSink(r.op->peer)) continue;
+      sinks.emplace_back(*this, r.op->peer, recvs);
+      Transfer t;
+      t.peer = r.op->peer;
+      t.sink = &sinks.back();
+      transfers.push_back(t);
+    }
+  };
+  for (const OpDesc& op : ops) {
+    if (op.peer == rank_) continue;
+    const auto p = static_cast<size_t>(op.peer);
+    const bool isSend = op.kind == OpKind::Send;
+    if (op.tagged && !isSend) {
+      // In issue order among the peer's other messages of the batch.
+      const bool waits = std::any_of(recvs.begin(), recvs.end(),
+                                     [&](const TaggedRecv& r) { return !r.done && r.op->peer == op.peer; });
+      if (!waits || hasSink(op.peer)) continue;
+      sinks.emplace_back(*this, op.peer, recvs);
+      Transfer t;
+      t.peer = op.peer;
+      t.sink = &sinks.back();
+      transfers.push_back(t);
+      continue;
+    }
+    const uint64_t seq = op.tagged ? taggedSendSeq_[p] + taggedSent[p]++ : (isSend ? sendSeq_[p] : recvSeq_[p]);
+    headers.push_back(headerFor(op, static_cast<int64_t>(seq)));
+    transfers.push_back(transferOf(op, headers.back()));
+    if (isSend) sendPeers.push_back(op.peer);
+  }
+  if (transfers.empty()) return;  // everything matched here
+
+  const OpDesc& first = ops.front();
+  beginOp(headers.empty() ? headerFor(first, 0) : headers.front(),
+          ops.size() == 1 ? cat(opName(first.kind), " (", tagText(first.tag), ")")
+                          : cat("group of ", ops.size(), " send/recv"),
+          /*watchPeers=*/false);
+  checkPeersBeforeStart(sendPeers, -1);
+  for (const OpDesc& op : ops) {
+    if (op.peer == rank_ || (op.tagged && op.kind == OpKind::Recv)) continue;
+    const auto p = static_cast<size_t>(op.peer);
+    if (!op.tagged) ++(op.kind == OpKind::Send ? sendSeq_ : recvSeq_)[p];
+  }
+  for (size_t p = 0; p < taggedSent.size(); ++p) taggedSendSeq_[p] += taggedSent[p];
+  exchangeTagged(transfers, sinks, work);
+
+  // Receives whose peer's next message was for another receive (or none of
+  // this batch): the kept messages first, then the peers' next ones.
+  while (true) {
+    matchQueued(recvs);
+    sinks.clear();
+    transfers.clear();
+    addSinks();
+    if (transfers.empty()) return;
+    exchangeTagged(transfers, sinks, nullptr);
+  }
+}
+
+void Communicator::runAnySourceRecv(const OpDesc& op) {
+  TaggedRecv r{&op};
+  matchQueued(std::span(&r, 1));
+  if (r.done) return;
+  if (nranks_ == 1) {
+    error(Errc::ApiBadTag)
+        .op("recv")
+        .cause("a ", describeRecv(op),
+               " on a communicator of one rank, and no message of this rank to itself "
+               "matches: it could never complete")
+        .remedy("send to yourself (vigilSendTag) before the receive, or receive on a communicator with peers")
+        .raise();
+  }
+  beginOp(headerFor(op, 0), cat("recv (any source, ", tagText(op.tag), ")"), /*watchPeers=*/false);
+  std::vector<int> candidates = othersFrom(anySourceStart_);
+  while (!r.done) {
+    const int from = awaitAnyOf(candidates);
+    anySourceStart_ = (from + 1) % nranks_;  // the next wait looks at the others first
+    TaggedSink sink(*this, from, std::span(&r, 1));
+    Transfer t;
+    t.peer = from;
+    t.sink = &sink;
+    exchangeTagged(std::span(&t, 1), std::span(&sink, 1), nullptr);
+  }
+}
+
+int Communicator::awaitAnyOf(std::vector<int>& candidates) {
+  constexpr int kVerdictWaitMs = 2000;  // the control plane's word on a closed connection
+  while (true) {
+    int from = -1;
+    const ExchangeFault fault = transport_->awaitIncoming(candidates, op_.deadline, *this, from);
+    if (fault.kind == ExchangeFault::Kind::None) return from;
+    // A sender that left the communicator (vigilCommDestroy, finalize) after
+    // its last message is out of the wait; the others may still send.
+    const bool gone = fault.kind == ExchangeFault::Kind::PeerClosed || fault.kind == ExchangeFault::Kind::PeerGone;
+    if (gone && candidates.size() > 1 && fault.peer >= 0) {
+      const PeerState s = fault.kind == ExchangeFault::Kind::PeerClosed
+                              ? control_.waitVerdict(fault.peer, Deadline::afterMs(kVerdictWaitMs))
+                              : control_.peer(fault.peer);
+      if (s.status == PeerState::Status::Left && !transport_->unreceived(fault.peer)) {
+        candidates.erase(std::find(candidates.begin(), candidates.end(), fault.peer));
+        continue;
+      }
+    }
+    failOp(fault);
+  }
+}
+
+void Communicator::takeOneMessage(int from) {
+  TaggedSink sink(*this, from, {});
+  Transfer t;
+  t.peer = from;
+  t.sink = &sink;
+  exchangeTagged(std::span(&t, 1), std::span(&sink, 1), nullptr);
+}
+
+bool Communicator::probe(int peer, int tag, bool wait, vigilStatus* status) {
+  const char* label = wait ? "probe" : "iprobe";
+  if (tag < 0 && tag != VIGIL_ANY_TAG)
+    error(Errc::ApiBadTag).op(label).cause("tag ", tag, " is negative and not VIGIL_ANY_TAG").raise();
+  if (peer != VIGIL_ANY_SOURCE && (peer < 0 || peer >= nranks_))
+    error(Errc::ApiBadPeer)
+        .op(label)
+        .cause("peer ", peer, " is outside [0, ", nranks_, ") and not VIGIL_ANY_SOURCE")
+        .raise();
+  std::lock_guard lock(opMutex_);
+  checkUsable();
+  // A kept message that matches: the first of each sender's, the earliest of those.
+  auto kept = [&] {
+    const Unexpected* best = nullptr;
+    int source = -1;
+    for (int p = 0; p < nranks_; ++p) {
+      if (!sourceMatches(peer, p)) continue;
+      for (const Unexpected& u : unexpected_[static_cast<size_t>(p)]) {
+        if (!tagMatches(tag, u.header.root)) continue;
+        if (best == nullptr || u.arrival < best->arrival) {
+          best = &u;
+          source = p;
+        }
+        break;
+      }
+    }
+    if (best != nullptr && status != nullptr)
+      *status = vigilStatus{source, best->header.root, best->header.count, best->header.bytes};
+    return best != nullptr;
+  };
+  if (kept()) return true;
+  std::vector<int> candidates = peer == VIGIL_ANY_SOURCE ? othersFrom(anySourceStart_) : std::vector<int>{};
+  if (peer != VIGIL_ANY_SOURCE && peer != rank_) candidates.push_back(peer);
+  FrameHeader h;
+  h.kind = static_cast<uint8_t>(FrameKind::Tagged);
+  beginOp(h,
+          cat(label, " (", peer == VIGIL_ANY_SOURCE ? std::string("any source") : cat("rank ", peer), ", ",
+              tagText(tag), ")"),
+          /*watchPeers=*/false);
+  try {
+    while (true) {
+      if (candidates.empty()) {
+        if (!wait) return false;
+        error(Errc::ApiBadTag)
+            .op(label)
+            .cause("no message that a tagged receive from ",
+                   peer == VIGIL_ANY_SOURCE ? std::string("any source") : cat("rank ", peer), " with ", tagText(tag),
+                   " would take can come: ",
+                   peer == rank_ ? "this rank sent none to itself"
+                                 : "the next message of every such sender is untagged (vigilSend)")
+            .remedy("probe for messages that are sent; receive untagged ones with vigilRecv first")
+            .raise();
+      }
+      int from = -1;
+      if (wait) {
+        from = awaitAnyOf(candidates);
+      } else {
+        for (int p : candidates) {
+          if (transport_->unreceived(p)) {
+            from = p;
+            break;
+          }
+        }
+        if (from < 0) return false;
+      }
+      const FrameHeader next = *transport_->unreceived(from);
+      if (next.kind != static_cast<uint8_t>(FrameKind::Tagged)) {
+        // A tagged probe cannot look past an untagged message: that sender is out of it.
+        candidates.erase(std::find(candidates.begin(), candidates.end(), from));
+        continue;
+      }
+      if (tagMatches(tag, next.root)) {
+        if (status != nullptr) *status = vigilStatus{from, next.root, next.count, next.bytes};
+        if (peer == VIGIL_ANY_SOURCE) anySourceStart_ = (from + 1) % nranks_;
+        return true;
+      }
+      takeOneMessage(from);  // not this one: kept, and the sender's next one is looked at
+    }
+  } catch (const Error& e) {
+    dumpAfterFailure(e);
+    throw;
+  }
+}
+
+}  // namespace vigil
