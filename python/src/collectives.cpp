@@ -257,22 +257,66 @@ py::object barrier(Comm& comm, bool asyncOp) {
                     [](vigilComm_t c, vigilStream_t s) { return vigilBarrier(c, s); });
 }
 
-py::object send(Comm& comm, const py::object& array, int peer, const py::object& dtype, bool asyncOp) {
+py::object send(Comm& comm, const py::object& array, int peer, const py::object& tag, const py::object& dtype,
+                bool asyncOp) {
   const Where where = comm.where("send");
   Input in = input(array, "array", dtype, where);
   const size_t count = in.array.size();
   const Buffers b{in.array.data(), nullptr, in.type};
+  if (tag.is_none()) {
+    return comm.issue(where.op, asyncOp, {in.array}, py::none(),
+                      [=](vigilComm_t c, vigilStream_t s) { return vigilSend(b.send, count, b.type, peer, c, s); });
+  }
+  const int t = tag.cast<int>();
   return comm.issue(where.op, asyncOp, {in.array}, py::none(),
-                    [=](vigilComm_t c, vigilStream_t s) { return vigilSend(b.send, count, b.type, peer, c, s); });
+                    [=](vigilComm_t c, vigilStream_t s) { return vigilSendTag(b.send, count, b.type, peer, t, c, s); });
 }
 
-py::object recv(Comm& comm, const py::object& out, int peer, const py::object& dtype, bool asyncOp) {
+// tag=None and no status: untagged (vigilRecv), unless the source is any.
+py::object recv(Comm& comm, const py::object& out, int peer, const py::object& tag, const py::object& status,
+                const py::object& dtype, bool asyncOp) {
   const Where where = comm.where("recv");
   py::array result = requireArray(out, "out", where, true);
   const Buffers b{nullptr, result.mutable_data(), elementType(result, "out", parseDataType(dtype, where), where)};
   const size_t count = result.size();
-  return comm.issue(where.op, asyncOp, {result}, result,
-                    [=](vigilComm_t c, vigilStream_t s) { return vigilRecv(b.recv, count, b.type, peer, c, s); });
+  if (tag.is_none() && status.is_none() && peer != VIGIL_ANY_SOURCE) {
+    return comm.issue(where.op, asyncOp, {result}, result,
+                      [=](vigilComm_t c, vigilStream_t s) { return vigilRecv(b.recv, count, b.type, peer, c, s); });
+  }
+  const int t = tag.is_none() ? VIGIL_ANY_TAG : tag.cast<int>();
+  vigilStatus* st = status.is_none() ? nullptr : &status.cast<Status&>().value;
+  return comm.issue(where.op, asyncOp, {result, status}, result, [=](vigilComm_t c, vigilStream_t s) {
+    return vigilRecvTag(b.recv, count, b.type, peer, t, c, st, s);
+  });
+}
+
+py::object sendRecv(Comm& comm, const py::object& send, int dest, const py::object& out, int source, int sendTag,
+                    int recvTag, const py::object& status, const py::object& dtype, bool asyncOp) {
+  const Where where = comm.where("sendrecv");
+  Input in = input(send, "send", dtype, where);
+  py::array result = outputArray(out, in.array, in.array.size(), shapeOf(in.array), where);
+  const size_t sendCount = in.array.size(), recvCount = result.size();
+  const Buffers b{in.array.data(), result.mutable_data(), in.type};
+  const vigilDataType_t recvType = elementType(result, "out", parseDataType(dtype, where), where);
+  vigilStatus* st = status.is_none() ? nullptr : &status.cast<Status&>().value;
+  return comm.issue(where.op, asyncOp, {in.array, result, status}, result, [=](vigilComm_t c, vigilStream_t s) {
+    return vigilSendRecv(b.send, sendCount, b.type, dest, sendTag, b.recv, recvCount, recvType, source, recvTag, c, st,
+                         s);
+  });
+}
+
+py::object probe(Comm& comm, int source, int tag, bool wait) {
+  const Where where = comm.where(wait ? "probe" : "iprobe");
+  comm.drain(where.op);
+  vigilComm_t c = comm.handle(where.op);
+  Status status;
+  int flag = 1;
+  const vigilResult_t rc = comm.interruptible(where.op, [&] {
+    return wait ? vigilProbe(source, tag, c, &status.value) : vigilIprobe(source, tag, c, &flag, &status.value);
+  });
+  check(rc, c);
+  if (!flag) return py::none();
+  return py::cast(status);
 }
 
 }  // namespace
@@ -301,10 +345,20 @@ void registerCollectives(CommClass& cls) {
   cls.def("scatter", &scatter, doc::kScatter.c_str(), py::arg("send"), py::arg("out") = py::none(), kw,
           py::arg("root") = 0, py::arg("dtype") = py::none(), py::arg("async_op") = false);
   cls.def("barrier", &barrier, doc::kBarrier.c_str(), kw, py::arg("async_op") = false);
-  cls.def("send", &send, doc::kSend.c_str(), py::arg("array"), py::arg("peer"), kw, py::arg("dtype") = py::none(),
+  cls.def("send", &send, doc::kSend.c_str(), py::arg("array"), py::arg("peer"), kw, py::arg("tag") = py::none(),
+          py::arg("dtype") = py::none(), py::arg("async_op") = false);
+  cls.def("recv", &recv, doc::kRecv.c_str(), py::arg("out"), py::arg("peer") = VIGIL_ANY_SOURCE, kw,
+          py::arg("tag") = py::none(), py::arg("status") = py::none(), py::arg("dtype") = py::none(),
           py::arg("async_op") = false);
-  cls.def("recv", &recv, doc::kRecv.c_str(), py::arg("out"), py::arg("peer"), kw, py::arg("dtype") = py::none(),
-          py::arg("async_op") = false);
+  cls.def("sendrecv", &sendRecv, doc::kSendRecv.c_str(), py::arg("send"), py::arg("dest"), py::arg("out") = py::none(),
+          py::arg("source") = VIGIL_ANY_SOURCE, kw, py::arg("sendtag") = 0, py::arg("recvtag") = VIGIL_ANY_TAG,
+          py::arg("status") = py::none(), py::arg("dtype") = py::none(), py::arg("async_op") = false);
+  cls.def(
+      "probe", [](Comm& c, int source, int tag) { return probe(c, source, tag, true); }, doc::kProbe.c_str(),
+      py::arg("source") = VIGIL_ANY_SOURCE, py::arg("tag") = VIGIL_ANY_TAG);
+  cls.def(
+      "iprobe", [](Comm& c, int source, int tag) { return probe(c, source, tag, false); }, doc::kIprobe.c_str(),
+      py::arg("source") = VIGIL_ANY_SOURCE, py::arg("tag") = VIGIL_ANY_TAG);
 }
 
 }  // namespace vigil::python

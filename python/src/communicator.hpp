@@ -36,6 +36,11 @@ class StreamOwner {
 // holds it until the operation completed, so no buffer is freed while the
 // stream's worker uses it.
 class Comm;
+
+// vigil.Status: what a tagged receive or probe matched (source, tag, size).
+struct Status {
+  vigilStatus value{-1, -1, 0, 0};
+};
 class Work {
  public:
   Work(vigilEvent_t event, std::vector<pybind11::object> keep, pybind11::object result, Where where,

@@ -134,21 +134,52 @@ inline const std::string kBarrier =
     kParameters + kAsync + kRaises;
 
 inline const std::string kSend =
-    "send(array, peer, *, dtype=None, async_op=False) -> None | Work\n\n"
-    "Sends `array` to rank `peer`, which calls recv with the same number of elements and dtype.\n"
+    "send(array, peer, *, tag=None, dtype=None, async_op=False) -> None | Work\n\n"
+    "Sends `array` to rank `peer`. Without a tag, the receiver calls recv without a tag, with the\n"
+    "same number of elements and dtype (NCCL's ordered send). With a tag (an int >= 0, no limit),\n"
+    "the receiver matches it by source and tag as in MPI: recv(out, peer, tag=...) takes it, or a\n"
+    "receive from vigil.ANY_SOURCE / with vigil.ANY_TAG; it may come before its receive is posted.\n"
     "Inside vigil.group() sends and receives are issued together (no deadlock for exchanges).\n\n" +
     kParameters +
     "array : numpy.ndarray\n    The elements to send (C-contiguous).\n"
-    "peer : int\n    The receiving rank.\n" +
+    "peer : int\n    The receiving rank.\n"
+    "tag : int or None\n    The message's tag (None: untagged).\n" +
     kDtype + kAsync + kRaises;
 
 inline const std::string kRecv =
-    "recv(out, peer, *, dtype=None, async_op=False) -> numpy.ndarray | Work\n\n"
-    "Receives into `out` what rank `peer` sends with send().\n"
+    "recv(out, peer=vigil.ANY_SOURCE, *, tag=None, status=None, dtype=None, async_op=False) -> numpy.ndarray | Work\n\n"
+    "Receives into `out`. Without tag and status, from rank `peer`'s next untagged send. With a tag\n"
+    "(or vigil.ANY_TAG), a status, or peer=vigil.ANY_SOURCE: the first tagged message that matches\n"
+    "(MPI's rules); it may hold fewer elements than `out` (the status says how many), not more.\n"
     "Inside vigil.group() `out` is written when the group ends.\n\n" +
     kParameters +
-    "out : numpy.ndarray\n    Where the elements go: C-contiguous, writeable, the sender's size and dtype.\n"
-    "peer : int\n    The sending rank.\n" +
+    "out : numpy.ndarray\n    Where the elements go: C-contiguous, writeable, the sender's dtype.\n"
+    "peer : int\n    The sending rank, or vigil.ANY_SOURCE (not inside a group).\n"
+    "tag : int or None\n    The tag to match, vigil.ANY_TAG, or None.\n"
+    "status : vigil.Status or None\n    Gets the matched message's source, tag and count.\n" +
     kDtype + kAsync + returns("numpy.ndarray", "`out`.") + kRaises;
+
+inline const std::string kSendRecv =
+    "sendrecv(send, dest, out=None, source=vigil.ANY_SOURCE, *, sendtag=0, recvtag=vigil.ANY_TAG, status=None,\n"
+    "         dtype=None, async_op=False) -> numpy.ndarray | Work\n\n"
+    "Sends `send` to `dest` with `sendtag` and receives from `source` with `recvtag` at once\n"
+    "(MPI_Sendrecv): a ring where every rank sends first cannot deadlock. `source` must be a\n"
+    "rank (not vigil.ANY_SOURCE). `out` defaults to a new array shaped like `send`.\n\n" +
+    kParameters + "send : numpy.ndarray\n    What this rank sends.\n" + "dest : int\n    Where it goes.\n" +
+    out("as many elements as the message received at most") + "source : int\n    The rank received from.\n" +
+    "sendtag, recvtag : int\n    The tags.\n" + "status : vigil.Status or None\n    Gets what was received.\n" +
+    kDtype + kAsync + returns("numpy.ndarray", "The received elements (`out`).") + kRaises;
+
+inline const std::string kProbe =
+    "probe(source=vigil.ANY_SOURCE, tag=vigil.ANY_TAG) -> vigil.Status\n\n"
+    "Waits (within the communicator's timeout) until a tagged message that recv(out, source,\n"
+    "tag=tag) would take is here, and describes it without receiving it: allocate `out` from\n"
+    "status.count, then receive.\n\n" +
+    kRaises;
+
+inline const std::string kIprobe =
+    "iprobe(source=vigil.ANY_SOURCE, tag=vigil.ANY_TAG) -> vigil.Status | None\n\n"
+    "probe() without waiting: the matching message's status, or None when none is here now.\n\n" +
+    kRaises;
 
 }  // namespace vigil::python::doc

@@ -60,6 +60,29 @@ void registerWorkAndGroup(py::module_& m) {
       .def_property_readonly("op", &Work::op, "The operation's name, e.g. 'all_reduce'.")
       .def("__repr__", [](Work& w) { return "<vigil.Work " + w.op() + (w.reached() ? " completed>" : " in flight>"); });
 
+  py::class_<Status>(m, "Status",
+                     "Status()\n\n"
+                     "What a tagged receive or a probe matched, as mpi4py's MPI.Status: pass one as\n"
+                     "recv(..., status=st) or sendrecv(..., status=st); probe() and iprobe() return one.")
+      .def(py::init<>())
+      .def_property_readonly(
+          "source", [](const Status& s) { return s.value.source; }, "The sender's rank.")
+      .def_property_readonly(
+          "tag", [](const Status& s) { return s.value.tag; }, "The message's tag.")
+      .def_property_readonly(
+          "count", [](const Status& s) { return s.value.count; }, "Elements of the message (of its dtype).")
+      .def_property_readonly(
+          "nbytes", [](const Status& s) { return s.value.bytes; }, "Bytes of the message.")
+      .def("Get_source", [](const Status& s) { return s.value.source; })
+      .def("Get_tag", [](const Status& s) { return s.value.tag; })
+      .def("Get_count", [](const Status& s) { return s.value.count; })
+      .def("__repr__", [](const Status& s) {
+        return "<vigil.Status source " + std::to_string(s.value.source) + " tag " + std::to_string(s.value.tag) +
+               " count " + std::to_string(s.value.count) + ">";
+      });
+  m.attr("ANY_SOURCE") = VIGIL_ANY_SOURCE;
+  m.attr("ANY_TAG") = VIGIL_ANY_TAG;
+
   py::class_<Group>(m, "group",
                     "group()\n\n"
                     "A context manager: the operations issued inside it on this thread (any communicator) run\n"

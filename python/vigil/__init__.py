@@ -38,6 +38,8 @@ from ._errors import (
     explain,
 )
 from ._vigil import (
+    ANY_SOURCE,
+    ANY_TAG,
     Communicator,
     DataType,
     MoeConfig,
@@ -46,6 +48,7 @@ from ._vigil import (
     MoeHandle,
     MoeQuantMode,
     ReduceOp,
+    Status,
     Work,
     group,
     init,
@@ -69,6 +72,8 @@ def _tell_peers_how_this_process_ends():
 __version__ = version()
 
 __all__ = [
+    "ANY_SOURCE",
+    "ANY_TAG",
     "AbortedError",
     "Communicator",
     "DataType",
@@ -88,6 +93,7 @@ __all__ = [
     "ReduceOp",
     "RemoteError",
     "Result",
+    "Status",
     "SystemCallError",
     "TimeoutError",
     "Work",
