@@ -1,7 +1,5 @@
 #include "point_to_point.hpp"
 
-#include <climits>
-#include <iterator>
 #include <torch/csrc/distributed/c10d/PrefixStore.hpp>
 #include <torch/csrc/distributed/c10d/TCPStore.hpp>
 
@@ -34,46 +32,29 @@ PointToPoint::~PointToPoint() {
   channels_.clear();  // each drains its queue, then leaves its communicator
 }
 
-PointToPoint::Channel& PointToPoint::channel(const OpSite& site, int peer, Direction direction, int tag) {
+PointToPoint::Channel& PointToPoint::channel(int peer, Direction direction) {
   std::lock_guard lock(mutex_);
-  if (auto found = channels_.find({peer, direction, tag}); found != channels_.end()) return *found->second;
-  // The channels of one peer and direction lie together in the map, ordered by tag.
-  const auto first = channels_.lower_bound({peer, direction, INT_MIN});
-  const auto last = channels_.upper_bound({peer, direction, INT_MAX});
-  if (std::distance(first, last) == kMaxTagsPerPeer) {
-    const std::string way = direction == Direction::Send ? "sends to" : "receives from";
-    raise(site, ids::TorchTooManyTags,
-          "tag " + std::to_string(tag) + " would be the " + std::to_string(kMaxTagsPerPeer + 1) +
-              "th tag of this rank's " + way + " rank " + std::to_string(peer) +
-              " in this group; the backend keeps a channel (a communicator "
-              "and a thread) per peer, direction and tag, at most " +
-              std::to_string(kMaxTagsPerPeer),
-          "use a few fixed tags (a kind of message, not a counter): messages with one tag arrive in the order they "
-          "were sent");
-  }
-  std::unique_ptr<Channel>& slot = channels_[{peer, direction, tag}];
-  slot = std::make_unique<Channel>(*this, peer, direction, tag);
+  std::unique_ptr<Channel>& slot = channels_[{peer, direction}];
+  if (!slot) slot = std::make_unique<Channel>(*this, peer, direction);
   return *slot;
 }
 
-PointToPoint::Channel::Channel(const PointToPoint& owner, int peer, Direction direction, int tag)
+PointToPoint::Channel::Channel(const PointToPoint& owner, int peer, Direction direction)
     : owner_(owner),
       peer_(peer),
       direction_(direction),
-      tag_(tag),
       queue_("the queue of this rank's " + std::string(direction == Direction::Send ? "sends to" : "receives from") +
-                 " rank " + std::to_string(peer) + " (tag " + std::to_string(tag) + ")",
+                 " rank " + std::to_string(peer),
              std::chrono::milliseconds(owner.timeoutMs_)) {
   const int src = direction == Direction::Send ? owner.rank_ : peer;
   const int dst = direction == Direction::Send ? peer : owner.rank_;
   commName_ = owner.commName_ + "/p2p" + std::to_string(src) + "to" + std::to_string(dst);
-  if (tag != 0) commName_ += "/tag" + std::to_string(tag);
 }
 
 std::string PointToPoint::Channel::storeKey() const {
   const int src = direction_ == Direction::Send ? owner_.rank_ : peer_;
   const int dst = direction_ == Direction::Send ? peer_ : owner_.rank_;
-  return owner_.keyPrefix_ + "/p2p/" + std::to_string(src) + "-" + std::to_string(dst) + "/" + std::to_string(tag_);
+  return owner_.keyPrefix_ + "/p2p/" + std::to_string(src) + "-" + std::to_string(dst);
 }
 
 c10::intrusive_ptr<c10d::Store> PointToPoint::Channel::rendezvousStore() const {

@@ -1,13 +1,13 @@
 #pragma once
-// Point-to-point traffic of one process group. Each direction to each peer,
-// and each tag, has its own two-rank vigil communicator and worker thread,
-// made on first use: a pending receive then never holds up a send (irecv
-// followed by send on both ranks completes), a receive takes the first
-// message sent to it with its tag (as in gloo: recv(tag=2) before
-// recv(tag=1) gets the right messages whatever order they were sent in), and
-// messages with one tag match in the order they were issued. At most
-// kMaxTagsPerPeer tags per peer and direction (VG-TORCH-002 beyond): each
-// one costs a communicator and a thread.
+// Point-to-point traffic of one process group. Each direction to each peer
+// has its own two-rank vigil communicator and worker thread, made on first
+// use: a pending receive then never holds up a send (irecv followed by send
+// on both ranks completes). Messages carry their tag (vigilSendTag) and a
+// receive takes the first message of its peer with its tag (vigilRecvTag:
+// recv(tag=2) before recv(tag=1) gets the right messages whatever order they
+// were sent in, as in gloo; a message that comes before its receive waits at
+// the receiver), and messages with one tag match in the order they were
+// issued. Tags are unlimited: a tag costs nothing.
 //
 // The communicator's root info travels through the c10d store: the sender
 // publishes it, the receiver waits for it. A TCPStore holds its connection
@@ -22,7 +22,7 @@
 #include <optional>
 #include <string>
 #include <torch/csrc/distributed/c10d/Store.hpp>
-#include <tuple>
+#include <utility>
 
 #include "errors.hpp"
 #include "op_queue.hpp"
@@ -38,7 +38,7 @@ class PointToPoint {
   // rank 1) and the queue its operations run on.
   class Channel {
    public:
-    Channel(const PointToPoint& owner, int peer, Direction direction, int tag);
+    Channel(const PointToPoint& owner, int peer, Direction direction);
     // The connected communicator; connects on first use. Call it from jobs
     // on queue() only.
     vigilComm_t comm(const OpSite& site);
@@ -55,7 +55,6 @@ class PointToPoint {
     const PointToPoint& owner_;
     int peer_;
     Direction direction_;
-    int tag_;
     std::string commName_;
     std::optional<vigil::Communicator> comm_;
     std::atomic<vigilComm_t> connected_ = nullptr;  // comm_'s handle, for abort() from other threads
@@ -71,11 +70,8 @@ class PointToPoint {
   PointToPoint& operator=(const PointToPoint&) = delete;
   ~PointToPoint();
 
-  static constexpr int kMaxTagsPerPeer = 16;
-
-  // The channel of a peer, direction and tag; throws VG-TORCH-002 for a tag
-  // beyond the first kMaxTagsPerPeer of that peer and direction.
-  Channel& channel(const OpSite& site, int peer, Direction direction, int tag);
+  // The channel of a peer and direction.
+  Channel& channel(int peer, Direction direction);
 
  private:
   c10::intrusive_ptr<c10d::Store> store_;
@@ -89,7 +85,7 @@ class PointToPoint {
   std::chrono::milliseconds storeTimeout_;
 
   std::mutex mutex_;
-  std::map<std::tuple<int, Direction, int>, std::unique_ptr<Channel>> channels_;
+  std::map<std::pair<int, Direction>, std::unique_ptr<Channel>> channels_;
 };
 
 }  // namespace vigil::torchpg

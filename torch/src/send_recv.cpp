@@ -9,15 +9,15 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupVigil::send(std::vector<at::Tensor>& 
   const OpSite where = site("send");
   at::Tensor tensor = singleTensor(where, tensors);
   requirePeer(where, dstRank);
-  PointToPoint::Channel& channel = p2p_->channel(where, dstRank, PointToPoint::Direction::Send, tag);
+  PointToPoint::Channel& channel = p2p_->channel(dstRank, PointToPoint::Direction::Send);
   WorkSpec spec{c10d::OpType::SEND, "vigil:send", tensors, {}};
   return launchOn(
       channel.queue(), [&channel] { channel.abort(); }, "send", std::move(spec),
-      [&channel, tensor, where] {
+      [&channel, tensor, tag, where] {
         vigilComm_t comm = channel.comm(where);
         const at::Tensor dense = tensor.contiguous();
         const Elements e = movedElements(dense);
-        check(vigilSend(dense.data_ptr(), e.count, e.type, channel.peerInChannel(), comm, nullptr), comm);
+        check(vigilSendTag(dense.data_ptr(), e.count, e.type, channel.peerInChannel(), tag, comm, nullptr), comm);
       });
 }
 
@@ -25,16 +25,16 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupVigil::recv(std::vector<at::Tensor>& 
   const OpSite where = site("recv");
   at::Tensor tensor = singleTensor(where, tensors);
   requirePeer(where, srcRank);
-  PointToPoint::Channel& channel = p2p_->channel(where, srcRank, PointToPoint::Direction::Recv, tag);
+  PointToPoint::Channel& channel = p2p_->channel(srcRank, PointToPoint::Direction::Recv);
   // The profiler records the receive buffer as the input, as gloo does.
   WorkSpec spec{c10d::OpType::RECV, "vigil:recv", tensors, tensors, srcRank};
   return launchOn(
       channel.queue(), [&channel] { channel.abort(); }, "recv", std::move(spec),
-      [&channel, tensor, where] {
+      [&channel, tensor, tag, where] {
         vigilComm_t comm = channel.comm(where);
         DenseBuffer buffer(tensor);
         const Elements e = movedElements(buffer.dense());
-        check(vigilRecv(buffer.data(), e.count, e.type, channel.peerInChannel(), comm, nullptr), comm);
+        check(vigilRecvTag(buffer.data(), e.count, e.type, channel.peerInChannel(), tag, comm, nullptr, nullptr), comm);
         buffer.writeBack();
       });
 }
