@@ -55,6 +55,12 @@ const char* opName(vigilRedOp_t op) {
     case vigilMax: return "max";
     case vigilMin: return "min";
     case vigilAvg: return "avg";
+    case vigilBand: return "band";
+    case vigilBor: return "bor";
+    case vigilBxor: return "bxor";
+    case vigilLand: return "land";
+    case vigilLor: return "lor";
+    case vigilLxor: return "lxor";
   }
   return "?";
 }
@@ -98,6 +104,12 @@ Pattern::Pattern(vigilDataType_t type, bool reduction, vigilRedOp_t op, int nran
       kind_ = Kind::Prod;
       maxDoubles_ = static_cast<uint64_t>(std::min({nranks, info.maxPow2, 24}));
       break;
+    case vigilBand:
+    case vigilBor:
+    case vigilBxor:
+    case vigilLand:
+    case vigilLor:
+    case vigilLxor:  // not measured (-o takes sum, prod, max, min, avg): checked as max/min would be
     case vigilMax:
     case vigilMin:
       kind_ = Kind::MaxMin;
@@ -148,6 +160,7 @@ double Pattern::reduced(size_t index) const {
       case vigilMax: acc = std::max(acc, v); break;
       case vigilMin: acc = std::min(acc, v); break;
       case vigilAvg: break;  // handled above
+      default: break;        // the bitwise and logical ones are not measured (parseOps)
     }
   }
   return acc;

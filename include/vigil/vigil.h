@@ -80,7 +80,23 @@ typedef enum VIGIL_ENUM_INT {
   vigilDouble = vigilFloat64
 } vigilDataType_t;
 
-typedef enum VIGIL_ENUM_INT { vigilSum = 0, vigilProd = 1, vigilMax = 2, vigilMin = 3, vigilAvg = 4 } vigilRedOp_t;
+/* vigilBand ... vigilLxor: integer data types only (VG-API-003 on floats).
+   Bitwise: and, or, xor of the bits; logical: the result is 1 or 0, as C's
+   &&, || and != between the operands' truth values (on one rank the input
+   is copied unchanged, as in MPI). */
+typedef enum VIGIL_ENUM_INT {
+  vigilSum = 0,
+  vigilProd = 1,
+  vigilMax = 2,
+  vigilMin = 3,
+  vigilAvg = 4,
+  vigilBand = 5,
+  vigilBor = 6,
+  vigilBxor = 7,
+  vigilLand = 8,
+  vigilLor = 9,
+  vigilLxor = 10
+} vigilRedOp_t;
 
 /* ---- Version, errors ---------------------------------------------------- */
 
@@ -187,6 +203,11 @@ VIGIL_API vigilResult_t vigilStreamSynchronize(vigilStream_t stream); /* returns
 VIGIL_API vigilResult_t vigilStreamQuery(vigilStream_t stream);       /* vigilSuccess or vigilInProgress */
 typedef void (*vigilHostFn_t)(void* userData);
 VIGIL_API vigilResult_t vigilLaunchHostFunc(vigilStream_t stream, vigilHostFn_t fn, void* userData);
+/* Copies `bytes` from src to dst in stream order (cudaMemcpyAsync on a CPU
+   stream): after the operations queued before it, before those queued after
+   it, so a copy of a buffer that a queued receive fills sees the received
+   data. NULL stream: now. Overlapping ranges are copied as memmove does. */
+VIGIL_API vigilResult_t vigilMemcpyAsync(void* dst, const void* src, size_t bytes, vigilStream_t stream);
 VIGIL_API vigilResult_t vigilEventCreate(vigilEvent_t* event);
 VIGIL_API vigilResult_t vigilEventRecord(vigilEvent_t event, vigilStream_t stream);
 VIGIL_API vigilResult_t vigilStreamWaitEvent(vigilStream_t stream, vigilEvent_t event);

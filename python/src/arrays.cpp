@@ -30,8 +30,9 @@ struct OpRow {
   const char* name;
 };
 
-constexpr OpRow kOps[] = {
-    {vigilSum, "sum"}, {vigilProd, "prod"}, {vigilMax, "max"}, {vigilMin, "min"}, {vigilAvg, "avg"}};
+constexpr OpRow kOps[] = {{vigilSum, "sum"},   {vigilProd, "prod"}, {vigilMax, "max"},  {vigilMin, "min"},
+                          {vigilAvg, "avg"},   {vigilBand, "band"}, {vigilBor, "bor"},  {vigilBxor, "bxor"},
+                          {vigilLand, "land"}, {vigilLor, "lor"},   {vigilLxor, "lxor"}};
 
 const char* kTypeList = "int8, uint8, int32, uint32, int64, uint64, float16, float32, float64, bfloat16";
 
@@ -252,7 +253,13 @@ void registerTypes(py::module_& m) {
       .value("PROD", vigilProd)
       .value("MAX", vigilMax)
       .value("MIN", vigilMin)
-      .value("AVG", vigilAvg);
+      .value("AVG", vigilAvg)
+      .value("BAND", vigilBand)
+      .value("BOR", vigilBor)
+      .value("BXOR", vigilBxor)
+      .value("LAND", vigilLand)
+      .value("LOR", vigilLor)
+      .value("LXOR", vigilLxor);
 }
 
 }  // namespace vigil::python

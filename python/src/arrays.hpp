@@ -24,7 +24,8 @@ size_t typeSize(vigilDataType_t type);
 // or anything numpy.dtype() accepts; nullopt for None.
 std::optional<vigilDataType_t> parseDataType(const pybind11::object& dtype, const Where& where);
 
-// A reduction given as vigil.ReduceOp or a name ("sum", "prod", "max", "min", "avg").
+// A reduction given as vigil.ReduceOp or a name ("sum", "prod", "max", "min", "avg", and on integer
+// arrays "band", "bor", "bxor", "land", "lor", "lxor").
 vigilRedOp_t parseRedOp(const pybind11::object& op, const Where& where);
 
 // An argument that must be a C-contiguous numpy array (writeable when it is

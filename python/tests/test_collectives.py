@@ -217,3 +217,36 @@ def test_send_recv_pairs_and_rings(n):
         if (r ^ 1) < n:
             np.testing.assert_array_equal(got_pair, np.full(4, r ^ 1))
         np.testing.assert_array_equal(got_ring, np.arange(3) + (r - 1) % n)
+
+
+@pytest.mark.parametrize("n", [1, 3])
+def test_bitwise_and_logical_reductions_on_integers(n):
+    xs = [np.array([0b1010 | r, 0, r + 1, 255 - r], np.int32) for r in range(n)]
+
+    def body(comm):
+        x = xs[comm.rank]
+        out = {op: comm.all_reduce(x, op=op).tolist() for op in ("band", "bor", "bxor", "land", "lor", "lxor")}
+        out["enum"] = comm.all_reduce(x, op=vigil.ReduceOp.BXOR).tolist()
+        with pytest.raises(vigil.InvalidArgumentError) as refused:
+            comm.all_reduce(x.astype(np.float32), op="band")
+        assert refused.value.id == "VG-API-003"
+        return out
+
+    # Folded rank by rank from rank 0's values (one rank: its values unchanged, as in MPI).
+    folds = {
+        "band": lambda a, b: a & b,
+        "bor": lambda a, b: a | b,
+        "bxor": lambda a, b: a ^ b,
+        "land": lambda a, b: int(a != 0 and b != 0),
+        "lor": lambda a, b: int(a != 0 or b != 0),
+        "lxor": lambda a, b: int((a != 0) != (b != 0)),
+    }
+    want = {}
+    for op, fold in folds.items():
+        acc = xs[0].tolist()
+        for x in xs[1:]:
+            acc = [fold(a, int(b)) for a, b in zip(acc, x)]
+        want[op] = acc
+    want["enum"] = want["bxor"]
+    for got in run_ranks(n, body):
+        assert got == want

@@ -43,6 +43,12 @@ class ReduceOp:
     MAX: ClassVar["ReduceOp"]
     MIN: ClassVar["ReduceOp"]
     AVG: ClassVar["ReduceOp"]
+    BAND: ClassVar["ReduceOp"]
+    BOR: ClassVar["ReduceOp"]
+    BXOR: ClassVar["ReduceOp"]
+    LAND: ClassVar["ReduceOp"]
+    LOR: ClassVar["ReduceOp"]
+    LXOR: ClassVar["ReduceOp"]
     def __init__(self, value: int) -> None: ...
     @property
     def name(self) -> str: ...

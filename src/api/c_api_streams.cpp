@@ -1,6 +1,7 @@
 // The C API of streams, events and host functions.
 
 #include <atomic>
+#include <cstring>
 
 #include "api/handles.hpp"
 #include "vigil/vigil.h"
@@ -62,6 +63,23 @@ vigilResult_t vigilLaunchHostFunc(vigilStream_t stream, vigilHostFn_t fn, void* 
       return;
     }
     s->enqueue([fn, userData] { fn(userData); });
+  });
+}
+
+vigilResult_t vigilMemcpyAsync(void* dst, const void* src, size_t bytes, vigilStream_t stream) {
+  return api::guarded(nullptr, [&] {
+    if (bytes > 0 && (dst == nullptr || src == nullptr)) {
+      ErrorBuilder(Errc::ApiNullArgument)
+          .op("vigilMemcpyAsync")
+          .cause(dst == nullptr ? "dst" : "src", " is NULL but bytes is ", bytes)
+          .raise();
+    }
+    std::shared_ptr<Stream> s = api::streamOf(stream);
+    if (!s) {
+      if (bytes > 0) std::memmove(dst, src, bytes);
+      return;
+    }
+    if (bytes > 0) s->enqueue([dst, src, bytes] { std::memmove(dst, src, bytes); });
   });
 }
 

@@ -58,6 +58,12 @@ class OpCheck {
     if (op_.hasRedOp() && !validRedOp(op_.redop)) {
       fail(Errc::ApiBadRedOp).cause("reduction ", int(op_.redop), " is not a vigilRedOp_t").raise();
     }
+    if (op_.hasRedOp() && integerOnlyRedOp(op_.redop) && isFloatingType(op_.dtype)) {
+      fail(Errc::ApiBadRedOp)
+          .cause("reduction ", redOpName(op_.redop), " is defined on integer data types only, not on ",
+                 dtypeName(op_.dtype))
+          .raise();
+    }
     const int nranks = comm_.nranks();
     if (op_.hasRoot() && (op_.root < 0 || op_.root >= nranks)) {
       fail(Errc::ApiBadRoot).cause("root ", op_.root, " is outside [0, ", nranks, ")").raise();

@@ -9,7 +9,8 @@ const char* dtypeName(vigilDataType_t dtype) {
 }
 
 const char* redOpName(vigilRedOp_t op) {
-  static const char* const kNames[] = {"sum", "prod", "max", "min", "avg"};
+  static const char* const kNames[] = {"sum", "prod", "max",  "min", "avg", "band",
+                                       "bor", "bxor", "land", "lor", "lxor"};
   return validRedOp(op) ? kNames[op] : "invalid-redop";
 }
 

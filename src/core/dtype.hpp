@@ -11,7 +11,16 @@ inline bool validDataType(int dtype) {
   return dtype >= vigilInt8 && dtype <= vigilBfloat16;
 }
 inline bool validRedOp(int op) {
-  return op >= vigilSum && op <= vigilAvg;
+  return op >= vigilSum && op <= vigilLxor;
+}
+
+// The bitwise and logical reductions: defined on integer data types only.
+inline bool integerOnlyRedOp(vigilRedOp_t op) {
+  return op >= vigilBand && op <= vigilLxor;
+}
+
+inline bool isFloatingType(vigilDataType_t dtype) {
+  return dtype == vigilFloat16 || dtype == vigilFloat32 || dtype == vigilFloat64 || dtype == vigilBfloat16;
 }
 
 inline size_t dtypeSize(vigilDataType_t dtype) {

@@ -97,6 +97,62 @@ struct ProdOp {
   }
 };
 
+// Bitwise and logical reductions: integer types only (validation refuses
+// them on floating types before any reduction runs).
+template <typename Bitwise>
+struct IntegerOp {
+  template <typename T>
+  static T apply(T a, T b) {
+    if constexpr (std::is_integral_v<T>) {
+      return Bitwise::apply(a, b);
+    } else {
+      return a;  // never instantiated by a validated call
+    }
+  }
+};
+struct BandBits {
+  template <typename T>
+  static T apply(T a, T b) {
+    return static_cast<T>(a & b);
+  }
+};
+struct BorBits {
+  template <typename T>
+  static T apply(T a, T b) {
+    return static_cast<T>(a | b);
+  }
+};
+struct BxorBits {
+  template <typename T>
+  static T apply(T a, T b) {
+    return static_cast<T>(a ^ b);
+  }
+};
+struct LandBits {
+  template <typename T>
+  static T apply(T a, T b) {
+    return static_cast<T>(a != 0 && b != 0);
+  }
+};
+struct LorBits {
+  template <typename T>
+  static T apply(T a, T b) {
+    return static_cast<T>(a != 0 || b != 0);
+  }
+};
+struct LxorBits {
+  template <typename T>
+  static T apply(T a, T b) {
+    return static_cast<T>((a != 0) != (b != 0));
+  }
+};
+using BandOp = IntegerOp<BandBits>;
+using BorOp = IntegerOp<BorBits>;
+using BxorOp = IntegerOp<BxorBits>;
+using LandOp = IntegerOp<LandBits>;
+using LorOp = IntegerOp<LorBits>;
+using LxorOp = IntegerOp<LxorBits>;
+
 // std::max/std::min would silently drop a NaN in one argument position and
 // keep it in the other, so a NaN on one rank could vanish depending on the
 // ring order; here a NaN `a` wins, then a NaN `b`, then the greater (lesser)
@@ -185,6 +241,23 @@ void reduceTyped(void* dst, const void* a, const void* b, size_t count, vigilRed
     case vigilProd: return reduceLoop<Codec, ProdOp, kInPlace>(d, x, y, count);
     case vigilMax: return reduceLoop<Codec, MaxOp, kInPlace>(d, x, y, count);
     case vigilMin: return reduceLoop<Codec, MinOp, kInPlace>(d, x, y, count);
+    case vigilBand:
+    case vigilBor:
+    case vigilBxor:
+    case vigilLand:
+    case vigilLor:
+    case vigilLxor:
+      if constexpr (std::is_integral_v<typename Codec::Value>) {
+        switch (op) {
+          case vigilBand: return reduceLoop<Codec, BandOp, kInPlace>(d, x, y, count);
+          case vigilBor: return reduceLoop<Codec, BorOp, kInPlace>(d, x, y, count);
+          case vigilBxor: return reduceLoop<Codec, BxorOp, kInPlace>(d, x, y, count);
+          case vigilLand: return reduceLoop<Codec, LandOp, kInPlace>(d, x, y, count);
+          case vigilLor: return reduceLoop<Codec, LorOp, kInPlace>(d, x, y, count);
+          default: return reduceLoop<Codec, LxorOp, kInPlace>(d, x, y, count);
+        }
+      }
+      return;
   }
 }
 

@@ -290,8 +290,8 @@ VIGIL_AVX2 bool reduceTyped(void* dst, const void* a, const void* b, size_t coun
     case vigilProd: reduceLoop<Codec, vigilProd>(dst, a, b, count); return true;
     case vigilMax: reduceLoop<Codec, vigilMax>(dst, a, b, count); return true;
     case vigilMin: reduceLoop<Codec, vigilMin>(dst, a, b, count); return true;
+    default: return false;  // the bitwise and logical ones: the portable loops
   }
-  return false;
 }
 
 template <typename Codec>

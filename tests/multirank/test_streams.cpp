@@ -50,6 +50,32 @@ TEST(Streams, WorkOnAStreamRunsInOrder) {
   });
 }
 
+// vigilMemcpyAsync runs in stream order: a copy of a buffer that a queued
+// receive fills sees the received data (the NCCL port that raced here).
+TEST(Streams, MemcpyAsyncRunsInStreamOrder) {
+  runRanks(2, [](int rank, vigilComm_t comm) {
+    StreamGuard s;
+    constexpr size_t kCount = 1 << 20;
+    std::vector<int32_t> buf(kCount, rank == 0 ? 7 : -1), copy(kCount, 0);
+    if (rank == 0) {
+      EXPECT_OK(vigilSend(buf.data(), kCount, vigilInt32, 1, comm, s.stream), comm);
+    } else {
+      EXPECT_OK(vigilRecv(buf.data(), kCount, vigilInt32, 0, comm, s.stream), comm);
+      EXPECT_OK(vigilMemcpyAsync(copy.data(), buf.data(), kCount * sizeof(int32_t), s.stream), comm);
+    }
+    EXPECT_OK(vigilStreamSynchronize(s.stream), comm);
+    if (rank == 1) {
+      EXPECT_EQ(copy, std::vector<int32_t>(kCount, 7));
+    }
+    // The NULL stream copies now; a NULL pointer with bytes is refused.
+    int32_t a = 5, b = 0;
+    EXPECT_OK(vigilMemcpyAsync(&b, &a, sizeof a, nullptr), comm);
+    EXPECT_EQ(b, 5);
+    EXPECT_EQ(vigilMemcpyAsync(nullptr, &a, sizeof a, s.stream), vigilInvalidArgument);
+    EXPECT_TRUE(contains(vigilGetLastError(nullptr), "VG-API-001")) << vigilGetLastError(nullptr);
+  });
+}
+
 TEST(Streams, EventsOrderWorkAcrossStreams) {
   runRanks(2, [](int rank, vigilComm_t comm) {
     StreamGuard commStream, computeStream;

@@ -253,7 +253,7 @@ TEST(Reduce, FloatMaxMinPropagateNan) {
 TEST(Reduce, UnknownEnumsAndEmptyBuffersDoNothing) {
   int32_t a[] = {1, 2}, b[] = {5, 6};
   reduceInPlace(a, b, 2, static_cast<vigilDataType_t>(12), vigilSum);
-  reduceInPlace(a, b, 2, vigilInt32, static_cast<vigilRedOp_t>(7));
+  reduceInPlace(a, b, 2, vigilInt32, static_cast<vigilRedOp_t>(42));
   divideInPlace(a, 2, static_cast<vigilDataType_t>(12), 2);
   EXPECT_EQ(a[0], 1);
   EXPECT_EQ(a[1], 2);

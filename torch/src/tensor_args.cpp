@@ -61,6 +61,7 @@ vigilDataType_t reductionType(const OpSite& site, at::ScalarType type) {
 
 vigilRedOp_t reductionOp(const OpSite& site, const c10d::ReduceOp& op, at::ScalarType type) {
   const bool isBool = type == at::kBool;
+  const bool isInteger = at::isIntegralType(type, /*includeBool=*/false);
   switch (op.op_) {
     case c10d::ReduceOp::SUM: return isBool ? vigilMax : vigilSum;
     case c10d::ReduceOp::PRODUCT: return isBool ? vigilMin : vigilProd;
@@ -71,16 +72,22 @@ vigilRedOp_t reductionOp(const OpSite& site, const c10d::ReduceOp& op, at::Scala
       break;
     case c10d::ReduceOp::BAND:
       if (isBool) return vigilMin;
+      if (isInteger) return vigilBand;
       break;
     case c10d::ReduceOp::BOR:
       if (isBool) return vigilMax;
+      if (isInteger) return vigilBor;
+      break;
+    case c10d::ReduceOp::BXOR:
+      if (isBool || isInteger) return vigilBxor;  // bool's 0/1 bytes xor to 0/1
       break;
     default: break;
   }
   raise(site, ids::ApiBadRedOp,
         "ReduceOp." + opName(op.op_) + " on dtype " + typeName(type) +
-            " has no vigil reduction (vigil has SUM, PRODUCT, MIN, MAX and AVG; BAND and BOR only on bool)",
-        "use SUM, PRODUCT, MIN, MAX or AVG, or bool tensors for BAND/BOR");
+            " has no vigil reduction (vigil has SUM, PRODUCT, MIN, MAX and AVG; BAND, BOR and BXOR on integer and "
+            "bool tensors)",
+        "use SUM, PRODUCT, MIN, MAX or AVG, or integer or bool tensors for BAND/BOR/BXOR");
 }
 
 Elements movedElements(at::ScalarType type, int64_t numel) {

@@ -78,6 +78,19 @@ def check_all_reduce(rank, world):
         t = mine.clone()
         dist.all_reduce(t, op)
         assert t.tolist() == want, (op, t)
+    # Integers: BAND, BOR and BXOR on the bits (torch's gloo semantics); bool BXOR is "odd count".
+    bits = torch.tensor([0b1100 | (1 << rank), 0xFF ^ rank, 7], dtype=torch.int64)
+    for op, fold in ((dist.ReduceOp.BAND, lambda a, b: a & b), (dist.ReduceOp.BOR, lambda a, b: a | b),
+                     (dist.ReduceOp.BXOR, lambda a, b: a ^ b)):
+        want = [0b1100 | 1, 0xFF, 7]
+        for r in ranks[1:]:
+            want = [fold(want[0], 0b1100 | (1 << r)), fold(want[1], 0xFF ^ r), fold(want[2], 7)]
+        t = bits.clone()
+        dist.all_reduce(t, op)
+        assert t.tolist() == want, (op, t)
+    t = mine.clone()
+    dist.all_reduce(t, dist.ReduceOp.BXOR)
+    assert t.tolist() == [bool(sum(m) % 2) for m in zip(*[[r == 0, True, False, r == 1] for r in ranks])]
     # complex: torch sends it as a float view.
     c = value(rank, dtype=torch.complex64)
     dist.all_reduce(c)
@@ -99,8 +112,8 @@ def check_all_reduce(rank, world):
 
 def check_refused(rank, world):
     """Bad arguments raise on the calling rank with an id; the group stays usable."""
-    with pytest.raises(RuntimeError, match=r"VG-API-003: rank %d/%d .*BXOR.*Remedy" % (rank, world)):
-        dist.all_reduce(torch.ones(2, dtype=torch.int32), dist.ReduceOp.BXOR)
+    with pytest.raises(RuntimeError, match=r"VG-API-003: rank %d/%d .*BXOR on dtype torch\.float32.*Remedy" % (rank, world)):
+        dist.all_reduce(torch.ones(2, dtype=torch.float32), dist.ReduceOp.BXOR)
     with pytest.raises(RuntimeError, match=r"VG-API-002: .*torch\.int16.*Remedy"):
         dist.all_reduce(torch.ones(2, dtype=torch.int16))
     with pytest.raises(RuntimeError, match=r"VG-API-008: .*any source.*Remedy"):
