@@ -270,7 +270,7 @@ TEST(Lifecycle, BadArgumentsFailLocallyAndLoseNothing) {
     EXPECT_EQ(vigilAllReduce(buf.data(), buf.data(), 8, static_cast<vigilDataType_t>(99), vigilSum, comm, nullptr),
               vigilInvalidArgument);
     EXPECT_TRUE(contains(lastError(), "VG-API-002")) << lastError();
-    EXPECT_EQ(vigilAllReduce(buf.data(), buf.data(), 8, vigilInt32, static_cast<vigilRedOp_t>(7), comm, nullptr),
+    EXPECT_EQ(vigilAllReduce(buf.data(), buf.data(), 8, vigilInt32, static_cast<vigilRedOp_t>(42), comm, nullptr),
               vigilInvalidArgument);
     EXPECT_TRUE(contains(lastError(), "VG-API-003")) << lastError();
     EXPECT_EQ(vigilBroadcast(buf.data(), buf.data(), 8, vigilInt32, 5, comm, nullptr), vigilInvalidArgument);
