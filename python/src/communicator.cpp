@@ -149,6 +149,27 @@ std::shared_ptr<Comm> Comm::fromEnv() {
   return std::make_shared<Comm>(comm, std::string());
 }
 
+std::shared_ptr<Comm> Comm::initOrAlone() {
+  vigilComm_t comm = nullptr;
+  vigilResult_t rc;
+  {
+    py::gil_scoped_release nogil;
+    rc = vigilCommInitFromEnv(&comm);
+  }
+  if (rc != vigilSuccess) {
+    vigilErrorInfo info = VIGIL_ERROR_INFO_INIT;
+    const bool noLauncher =
+        vigilGetLastErrorInfo(nullptr, &info) == vigilSuccess && std::string(info.id) == "VG-BOOT-009";
+    if (!noLauncher) check(rc, nullptr);
+    vigilRootInfo root;
+    py::gil_scoped_release nogil;
+    rc = vigilGetRootInfo(&root);
+    if (rc == vigilSuccess) rc = vigilCommInitRootInfo(1, &root, 0, &comm);
+  }
+  check(rc, nullptr);
+  return std::make_shared<Comm>(comm, std::string());
+}
+
 vigilComm_t Comm::handle(const std::string& op) const {
   if (comm_ == nullptr) {
     refuse("VG-API-007", where(op), "this Communicator was closed or aborted",

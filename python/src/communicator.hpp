@@ -93,6 +93,9 @@ class Comm : public std::enable_shared_from_this<Comm> {
   static std::shared_ptr<Comm> fromRootInfo(const std::string& rootInfo, int rank, int worldSize,
                                             const InitOptions& options);
   static std::shared_ptr<Comm> fromEnv();
+  // vigil.init(): fromEnv(), or without any launcher's variables a world of
+  // one (this process alone, as mpi4py's singleton init).
+  static std::shared_ptr<Comm> initOrAlone();
 
   int rank() const { return rank_; }
   int size() const { return size_; }

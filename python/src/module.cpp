@@ -206,12 +206,13 @@ PYBIND11_MODULE(_vigil, m) {
         "root_info() -> str\n\n"
         "Starts the rendezvous root in this process and returns its address and job token as text (256\n"
         "hex characters). Call it on one rank and give the text to every rank's Communicator().");
-  m.def("init", &Comm::fromEnv,
+  m.def("init", &Comm::initOrAlone,
         "init() -> Communicator\n\n"
         "A communicator from the launcher's environment: vigil-run (VIGIL_ROOT_INFO, VIGIL_RANK,\n"
         "VIGIL_WORLD_SIZE), torchrun (MASTER_ADDR, MASTER_PORT, RANK, WORLD_SIZE), Open MPI\n"
-        "(OMPI_COMM_WORLD_RANK/SIZE) or SLURM (SLURM_PROCID/NTASKS). Timeouts and checks come from the\n"
-        "VIGIL_* variables (docs/api.md).");
+        "(OMPI_COMM_WORLD_RANK/SIZE) or SLURM (SLURM_PROCID/NTASKS). Without any launcher's variables,\n"
+        "a world of one (this process alone), as mpi4py gives; Communicator.from_env() refuses that case\n"
+        "(VG-BOOT-009). Timeouts and checks come from the VIGIL_* variables (docs/api.md).");
   m.def(
       "_process_exiting",
       [](const std::optional<std::string>& uncaught) {

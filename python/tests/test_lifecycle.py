@@ -13,11 +13,14 @@ LAUNCHER_VARS = ("VIGIL_ROOT_INFO", "VIGIL_RANK", "VIGIL_WORLD_SIZE", "RANK", "W
                  "OMPI_COMM_WORLD_SIZE", "SLURM_PROCID", "SLURM_NTASKS")
 
 
-def test_init_without_a_launcher_says_so(monkeypatch):
+def test_init_without_a_launcher_is_a_world_of_one(monkeypatch):
     for var in LAUNCHER_VARS:
         monkeypatch.delenv(var, raising=False)
+    with vigil.init() as comm:  # as mpi4py: this process alone
+        assert (comm.rank, comm.size) == (0, 1)
+        np.testing.assert_array_equal(comm.all_reduce(np.arange(3)), [0, 1, 2])
     with pytest.raises(vigil.InvalidArgumentError) as caught:
-        vigil.init()
+        vigil.Communicator.from_env()  # the strict form says what is missing
     assert caught.value.error_id == "VG-BOOT-009"
 
 
