@@ -367,6 +367,24 @@ TEST(TaggedP2p, AnySourceOutlivesASenderThatLeft) {
   });
 }
 
+// A tagged message that came and that no receive took is named at finalize.
+TEST(TaggedP2p, KeptMessageNeverReceivedIsNamedAtFinalize) {
+  runRanks(2, [&](int rank, vigilComm_t& comm) {
+    int32_t v = 3;
+    if (rank == 0) {
+      ASSERT_EQ(vigilSendTag(&v, 1, vigilInt32, 1, 1, comm, nullptr), vigilSuccess);
+      ASSERT_EQ(vigilSendTag(&v, 1, vigilInt32, 1, 2, comm, nullptr), vigilSuccess);
+      vigilCommFinalize(comm);  // may hear of rank 1's failure: either way rank 1 tells the story
+    } else {
+      ASSERT_EQ(vigilRecvTag(&v, 1, vigilInt32, 0, 2, comm, nullptr, nullptr), vigilSuccess);  // tag 1 is kept
+      EXPECT_EQ(vigilCommFinalize(comm), vigilMismatch);
+      const std::string text = vigilGetLastError(comm);
+      EXPECT_NE(text.find("VG-OP-005"), std::string::npos) << text;
+      EXPECT_NE(text.find("tagged send #0 (tag 1)"), std::string::npos) << text;
+    }
+  });
+}
+
 // A receive from any source that nobody answers times out with the ranks it waited for.
 TEST(TaggedP2p, AnySourceTimesOutNamingThePeers) {
   std::latch timedOut(1);  // the silent ranks stay until rank 0 is done
