@@ -234,7 +234,8 @@ int runSymmetricPerf(int argc, char** argv);  // perf_symm.cpp
 int main(int argc, char** argv) {
   for (int i = 1; i + 1 < argc; ++i) {
     if (std::strcmp(argv[i], "-c") == 0 && std::strncmp(argv[i + 1], "moe", 3) == 0) return runMoePerf(argc, argv);
-    if (std::strcmp(argv[i], "-c") == 0 && std::strcmp(argv[i + 1], "symmetric") == 0) return runSymmetricPerf(argc, argv);
+    if (std::strcmp(argv[i], "-c") == 0 && std::strcmp(argv[i + 1], "symmetric") == 0)
+      return runSymmetricPerf(argc, argv);
   }
   const Options options = parseOptions(argc, argv);
   vigilComm_t comm = nullptr;

@@ -463,19 +463,7 @@ void Communicator::finalize() {
                   .build();
     throw poisonWith(e, true);
   }
-  for (int p = 0; p < nranks_; ++p) {  // tagged messages that came and that no receive took
-    const auto& kept = unexpected_[static_cast<size_t>(p)];
-    if (kept.empty()) continue;
-    Error e =
-        error(Errc::OpUnreceived)
-            .op("finalize")
-            .cause(p == rank_ ? std::string("this rank") : faults_.describePeer(p), " sent ",
-                   FaultReporter::describeUnreceived(kept.front().header), " to this rank, which never received it",
-                   kept.size() > 1 ? cat(" (and ", kept.size() - 1, " more tagged message(s))") : std::string())
-            .remedy("post a tagged receive (vigilRecvTag) for every tagged send, with its source and tag")
-            .build();
-    throw poisonWith(e, p != rank_);
-  }
+  checkKeptAtFinalize();
   State active = State::Active;
   if (!state_.compare_exchange_strong(active, State::Finalized)) return;  // aborted or destroyed meanwhile
   control_.sendBye(ByeReason::Finalize, completedSeq_.load());

@@ -225,7 +225,10 @@ class Communicator : public algo::LoadStoreRunner, public algo::HierarchicalRunn
   std::optional<Error> misfit(const OpDesc& r, int source, const FrameHeader& got) const;
   // Waits for a message from one of `candidates` (dropping those that left); returns its sender.
   int awaitAnyOf(std::vector<int>& candidates);
-  void takeOneMessage(int from);  // the next tagged message from `from`, into the queue
+  // The next tagged message from `from`: into the first of `recvs` it matches, else kept.
+  void receiveNext(int from, std::span<TaggedRecv> recvs);
+  // Finalize: a kept tagged message that no receive took is VG-OP-005.
+  void checkKeptAtFinalize();
   std::vector<int> othersFrom(int first) const;
   ProgressReport progress() const;
   void checkPeersBeforeStart(std::span<const int> peers, int64_t seq);
@@ -281,6 +284,8 @@ class Communicator : public algo::LoadStoreRunner, public algo::HierarchicalRunn
   };
   std::vector<uint64_t> taggedSendSeq_, taggedRecvSeq_;
   std::vector<std::deque<Unexpected>> unexpected_;
+  // The kept message a receive from `source` with `tag` (either may be any) takes, and its sender; -1 if none.
+  std::pair<int, std::deque<Unexpected>::iterator> findKept(int source, int tag);
   uint64_t arrivals_ = 0;
   int anySourceStart_ = 0;  // any-source waits look at the peers from here, in turn
   std::vector<uint8_t> scratch_;

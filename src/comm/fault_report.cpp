@@ -12,7 +12,6 @@
 namespace vigil {
 namespace {
 
-constexpr int kVerdictWaitMs = 1000;
 constexpr int kProgressQueryMs = 1000;
 constexpr int kRootCauseWaitMs = 500;
 

@@ -20,6 +20,8 @@ namespace vigil {
 
 class FaultReporter {
  public:
+  // How long a closed data connection waits for the control plane's word on why.
+  static constexpr int kVerdictWaitMs = 1000;
   // The references are the communicator's own, which outlives this.
   FaultReporter(int rank, int nranks, const std::string& commName, const CommConfig& config,
                 const std::vector<PeerInfo>& peers, ControlPlane& control, std::span<const int> allPeers)

@@ -144,29 +144,32 @@ std::vector<int> Communicator::othersFrom(int first) const {
   return peers;
 }
 
+std::pair<int, std::deque<Communicator::Unexpected>::iterator> Communicator::findKept(int source, int tag) {
+  // The first matching message of each sender; of those, the one that came first.
+  int from = -1;
+  std::deque<Unexpected>::iterator found;
+  for (int p = 0; p < nranks_; ++p) {
+    if (!sourceMatches(source, p)) continue;
+    auto& q = unexpected_[static_cast<size_t>(p)];
+    auto it = std::find_if(q.begin(), q.end(), [&](const Unexpected& u) { return tagMatches(tag, u.header.root); });
+    if (it != q.end() && (from < 0 || it->arrival < found->arrival)) {
+      from = p;
+      found = it;
+    }
+  }
+  return {from, found};
+}
+
 void Communicator::matchQueued(std::span<TaggedRecv> recvs) {
   for (TaggedRecv& r : recvs) {
     if (r.done) continue;
-    // The first matching message of each sender; of those, the one that came first.
-    std::deque<Unexpected>* queue = nullptr;
-    std::deque<Unexpected>::iterator found;
-    for (int p = 0; p < nranks_; ++p) {
-      if (!sourceMatches(r.op->peer, p)) continue;
-      auto& q = unexpected_[static_cast<size_t>(p)];
-      auto it =
-          std::find_if(q.begin(), q.end(), [&](const Unexpected& u) { return tagMatches(r.op->tag, u.header.root); });
-      if (it != q.end() && (queue == nullptr || it->arrival < found->arrival)) {
-        queue = &q;
-        found = it;
-      }
-    }
-    if (queue == nullptr) continue;
-    const int source = static_cast<int>(queue - unexpected_.data());
-    if (std::optional<Error> e = misfit(*r.op, source, found->header)) throw poisonWith(*e, true);
-    if (!found->payload.empty()) std::memcpy(r.op->recv, found->payload.data(), found->payload.size());
-    setStatus(*r.op, source, found->header);
+    const auto [source, kept] = findKept(r.op->peer, r.op->tag);
+    if (source < 0) continue;
+    if (std::optional<Error> e = misfit(*r.op, source, kept->header)) throw poisonWith(*e, true);
+    if (!kept->payload.empty()) std::memcpy(r.op->recv, kept->payload.data(), kept->payload.size());
+    setStatus(*r.op, source, kept->header);
     r.done = true;
-    queue->erase(found);
+    unexpected_[static_cast<size_t>(source)].erase(kept);
   }
 }
 
@@ -218,18 +221,11 @@ void Communicator::runTaggedBatch(std::span<const OpDesc> ops, ExchangeWork* wor
   headers.reserve(ops.size());
   transfers.reserve(ops.size());
   sinks.reserve(ops.size());
-  auto hasSink = [&](int peer) {
-    return std::any_of(sinks.begin(), sinks.end(), [peer](const TaggedSink& s) { return s.peer() == peer; });
-  };
-  auto addSinks = [&] {
-    for (TaggedRecv& r : recvs) {
-      if (r.done || hasSink(r.op->peer)) continue;
-      sinks.emplace_back(*this, r.op->peer, recvs);
-      Transfer t;
-      t.peer = r.op->peer;
-      t.sink = &sinks.back();
-      transfers.push_back(t);
-    }
+  // A receive transfer for `peer`'s next message, once per peer and exchange.
+  auto addSink = [&](int peer) {
+    if (std::any_of(sinks.begin(), sinks.end(), [peer](const TaggedSink& s) { return s.peer() == peer; })) return;
+    sinks.emplace_back(*this, peer, recvs);
+    transfers.push_back(Transfer::recvInto(peer, &sinks.back()));
   };
   for (const OpDesc& op : ops) {
     if (op.peer == rank_) continue;
@@ -237,14 +233,8 @@ void Communicator::runTaggedBatch(std::span<const OpDesc> ops, ExchangeWork* wor
     const bool isSend = op.kind == OpKind::Send;
     if (op.tagged && !isSend) {
       // In issue order among the peer's other messages of the batch.
-      const bool waits = std::any_of(recvs.begin(), recvs.end(),
-                                     [&](const TaggedRecv& r) { return !r.done && r.op->peer == op.peer; });
-      if (!waits || hasSink(op.peer)) continue;
-      sinks.emplace_back(*this, op.peer, recvs);
-      Transfer t;
-      t.peer = op.peer;
-      t.sink = &sinks.back();
-      transfers.push_back(t);
+      if (std::any_of(recvs.begin(), recvs.end(), [&](const TaggedRecv& r) { return !r.done && r.op->peer == op.peer; }))
+        addSink(op.peer);
       continue;
     }
     const uint64_t seq = op.tagged ? taggedSendSeq_[p] + taggedSent[p]++ : (isSend ? sendSeq_[p] : recvSeq_[p]);
@@ -274,7 +264,9 @@ void Communicator::runTaggedBatch(std::span<const OpDesc> ops, ExchangeWork* wor
     matchQueued(recvs);
     sinks.clear();
     transfers.clear();
-    addSinks();
+    for (const TaggedRecv& r : recvs) {
+      if (!r.done) addSink(r.op->peer);
+    }
     if (transfers.empty()) return;
     exchangeTagged(transfers, sinks, nullptr);
   }
@@ -298,16 +290,11 @@ void Communicator::runAnySourceRecv(const OpDesc& op) {
   while (!r.done) {
     const int from = awaitAnyOf(candidates);
     anySourceStart_ = (from + 1) % nranks_;  // the next wait looks at the others first
-    TaggedSink sink(*this, from, std::span(&r, 1));
-    Transfer t;
-    t.peer = from;
-    t.sink = &sink;
-    exchangeTagged(std::span(&t, 1), std::span(&sink, 1), nullptr);
+    receiveNext(from, std::span(&r, 1));
   }
 }
 
 int Communicator::awaitAnyOf(std::vector<int>& candidates) {
-  constexpr int kVerdictWaitMs = 2000;  // the control plane's word on a closed connection
   while (true) {
     int from = -1;
     const ExchangeFault fault = transport_->awaitIncoming(candidates, op_.deadline, *this, from);
@@ -317,7 +304,7 @@ int Communicator::awaitAnyOf(std::vector<int>& candidates) {
     const bool gone = fault.kind == ExchangeFault::Kind::PeerClosed || fault.kind == ExchangeFault::Kind::PeerGone;
     if (gone && candidates.size() > 1 && fault.peer >= 0) {
       const PeerState s = fault.kind == ExchangeFault::Kind::PeerClosed
-                              ? control_.waitVerdict(fault.peer, Deadline::afterMs(kVerdictWaitMs))
+                              ? control_.waitVerdict(fault.peer, Deadline::afterMs(FaultReporter::kVerdictWaitMs))
                               : control_.peer(fault.peer);
       if (s.status == PeerState::Status::Left && !transport_->unreceived(fault.peer)) {
         candidates.erase(std::find(candidates.begin(), candidates.end(), fault.peer));
@@ -328,12 +315,26 @@ int Communicator::awaitAnyOf(std::vector<int>& candidates) {
   }
 }
 
-void Communicator::takeOneMessage(int from) {
-  TaggedSink sink(*this, from, {});
-  Transfer t;
-  t.peer = from;
-  t.sink = &sink;
+void Communicator::receiveNext(int from, std::span<TaggedRecv> recvs) {
+  TaggedSink sink(*this, from, recvs);
+  const Transfer t = Transfer::recvInto(from, &sink);
   exchangeTagged(std::span(&t, 1), std::span(&sink, 1), nullptr);
+}
+
+void Communicator::checkKeptAtFinalize() {
+  for (int p = 0; p < nranks_; ++p) {
+    const auto& kept = unexpected_[static_cast<size_t>(p)];
+    if (kept.empty()) continue;
+    Error e =
+        error(Errc::OpUnreceived)
+            .op("finalize")
+            .cause(p == rank_ ? std::string("this rank") : faults_.describePeer(p), " sent ",
+                   FaultReporter::describeUnreceived(kept.front().header), " to this rank, which never received it",
+                   kept.size() > 1 ? cat(" (and ", kept.size() - 1, " more tagged message(s))") : std::string())
+            .remedy("post a tagged receive (vigilRecvTag) for every tagged send, with its source and tag")
+            .build();
+    throw poisonWith(e, p != rank_);
+  }
 }
 
 bool Communicator::probe(int peer, int tag, bool wait, vigilStatus* status) {
@@ -347,26 +348,10 @@ bool Communicator::probe(int peer, int tag, bool wait, vigilStatus* status) {
         .raise();
   std::lock_guard lock(opMutex_);
   checkUsable();
-  // A kept message that matches: the first of each sender's, the earliest of those.
-  auto kept = [&] {
-    const Unexpected* best = nullptr;
-    int source = -1;
-    for (int p = 0; p < nranks_; ++p) {
-      if (!sourceMatches(peer, p)) continue;
-      for (const Unexpected& u : unexpected_[static_cast<size_t>(p)]) {
-        if (!tagMatches(tag, u.header.root)) continue;
-        if (best == nullptr || u.arrival < best->arrival) {
-          best = &u;
-          source = p;
-        }
-        break;
-      }
-    }
-    if (best != nullptr && status != nullptr)
-      *status = vigilStatus{source, best->header.root, best->header.count, best->header.bytes};
-    return best != nullptr;
-  };
-  if (kept()) return true;
+  if (const auto [source, kept] = findKept(peer, tag); source >= 0) {
+    if (status != nullptr) *status = vigilStatus{source, kept->header.root, kept->header.count, kept->header.bytes};
+    return true;
+  }
   std::vector<int> candidates = peer == VIGIL_ANY_SOURCE ? othersFrom(anySourceStart_) : std::vector<int>{};
   if (peer != VIGIL_ANY_SOURCE && peer != rank_) candidates.push_back(peer);
   FrameHeader h;
@@ -412,7 +397,7 @@ bool Communicator::probe(int peer, int tag, bool wait, vigilStatus* status) {
         if (peer == VIGIL_ANY_SOURCE) anySourceStart_ = (from + 1) % nranks_;
         return true;
       }
-      takeOneMessage(from);  // not this one: kept, and the sender's next one is looked at
+      receiveNext(from, {});  // not this one: kept, and the sender's next one is looked at
     }
   } catch (const Error& e) {
     dumpAfterFailure(e);

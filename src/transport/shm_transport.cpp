@@ -249,14 +249,8 @@ ExchangeFault ShmTransport::awaitIncoming(std::span<const int> peers, Deadline d
                                           int& from) {
   ExchangeFault fault = waitUntil(
       [&](ExchangeFault&) {
-        FrameHeader h;
-        for (int p : peers) {
-          if (in_[static_cast<size_t>(p)].peek(&h, sizeof h)) {
-            from = p;
-            return 1;
-          }
-        }
-        return 0;
+        from = firstWithMessage(*this, peers);
+        return from >= 0 ? 1 : 0;
       },
       [&](int peer) { return awaits(peers, peer); }, deadline, watch, nullptr);
   markAwaited(fault, peers);

@@ -38,6 +38,13 @@ bool awaits(std::span<const int> peers, int peer) {
   return std::find(peers.begin(), peers.end(), peer) != peers.end();
 }
 
+int firstWithMessage(Transport& transport, std::span<const int> peers) {
+  for (int p : peers) {
+    if (transport.unreceived(p)) return p;
+  }
+  return -1;
+}
+
 void markAwaited(ExchangeFault& fault, std::span<const int> peers) {
   if (fault.kind != ExchangeFault::Kind::TimedOut) return;
   for (int p : peers) fault.pending.push_back({p, false, sizeof(FrameHeader)});

@@ -36,6 +36,8 @@
 namespace vigil {
 
 // One piece of a payload that is not contiguous in memory.
+class Transport;
+
 struct IoSegment {
   void* data = nullptr;
   size_t bytes = 0;
@@ -115,6 +117,12 @@ struct Transfer {
     t.bytes = bytes;
     return t;
   }
+  static Transfer recvInto(int peer, RecvSink* sink) {
+    Transfer t;
+    t.peer = peer;
+    t.sink = sink;
+    return t;
+  }
   static Transfer recv(int peer, void* data, size_t bytes) {
     Transfer t;
     t.peer = peer;
@@ -180,6 +188,8 @@ size_t payloadPieces(ActiveTransfer& a, size_t offset, iovec* out, size_t max);
 // awaitIncoming's helpers: whether `peer` is one of `peers`, and a timeout's
 // `pending`: a header from each.
 bool awaits(std::span<const int> peers, int peer);
+// The first of `peers` with a message unreceived() sees, or -1.
+int firstWithMessage(Transport& transport, std::span<const int> peers);
 void markAwaited(ExchangeFault& fault, std::span<const int> peers);
 
 // Judges an incoming header before any payload lands: fills `fault` and

@@ -609,13 +609,8 @@ ExchangeFault UcxTransport::awaitIncoming(std::span<const int> peers, Deadline d
                                           int& from) {
   ExchangeFault fault = waitFor(
       [&](ExchangeFault&) {
-        for (int p : peers) {
-          if (unreceived(p)) {
-            from = p;
-            return 1;
-          }
-        }
-        return 0;
+        from = firstWithMessage(*this, peers);
+        return from >= 0 ? 1 : 0;
       },
       [&](int peer) { return awaits(peers, peer); }, deadline, watch, nullptr);
   markAwaited(fault, peers);
