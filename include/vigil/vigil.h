@@ -244,6 +244,41 @@ VIGIL_API vigilResult_t vigilGather(const void* sendbuff, void* recvbuff, size_t
                                     int root, vigilComm_t comm, vigilStream_t stream);
 VIGIL_API vigilResult_t vigilScatter(const void* sendbuff, void* recvbuff, size_t recvcount, vigilDataType_t datatype,
                                      int root, vigilComm_t comm, vigilStream_t stream);
+/* The v-variants (MPI's Allgatherv, Gatherv, Scatterv, Reduce_scatter):
+   rank p's block is counts[p] elements at displs[p] elements into the
+   buffer that holds every rank's block (arrays of nranks entries).
+   counts[rank] must equal this rank's own count (VG-API-023). AllGatherV
+   and ReduceScatterV: every rank passes the same recvcounts (their digest is
+   part of the fingerprint). GatherV/ScatterV: the arrays and the many-block
+   buffer are read at the root only (NULL elsewhere). ReduceScatterV: the
+   blocks lie one after another in rank order (no displacements); rank r
+   gets recvcounts[r] elements. In place: AllGatherV with sendbuff ==
+   recvbuff + rdispls[rank]; GatherV with sendbuff == recvbuff + rdispls[root]
+   and ScatterV with recvbuff == sendbuff + sdispls[root] (at the root);
+   ReduceScatterV with recvbuff == sendbuff + the lower ranks' blocks. */
+VIGIL_API vigilResult_t vigilAllGatherV(const void* sendbuff, size_t sendcount, void* recvbuff,
+                                        const size_t* recvcounts, const size_t* rdispls, vigilDataType_t datatype,
+                                        vigilComm_t comm, vigilStream_t stream);
+VIGIL_API vigilResult_t vigilGatherV(const void* sendbuff, size_t sendcount, void* recvbuff, const size_t* recvcounts,
+                                     const size_t* rdispls, vigilDataType_t datatype, int root, vigilComm_t comm,
+                                     vigilStream_t stream);
+VIGIL_API vigilResult_t vigilScatterV(const void* sendbuff, const size_t* sendcounts, const size_t* sdispls,
+                                      void* recvbuff, size_t recvcount, vigilDataType_t datatype, int root,
+                                      vigilComm_t comm, vigilStream_t stream);
+VIGIL_API vigilResult_t vigilReduceScatterV(const void* sendbuff, void* recvbuff, const size_t* recvcounts,
+                                            vigilDataType_t datatype, vigilRedOp_t op, vigilComm_t comm,
+                                            vigilStream_t stream);
+/* Prefix reductions (MPI_Scan, MPI_Exscan): rank r gets x0 OP ... OP xr
+   (Scan) or x0 OP ... OP x(r-1) (Exscan), over the ranks' count elements
+   each. Exscan on rank 0 writes the operation's identity (0 for sum, avg,
+   bor, bxor, lor, lxor; 1 for prod and land; all bits set for band; -inf or
+   the lowest integer for max, +inf or the highest for min) where MPI leaves
+   the buffer undefined. vigilAvg divides by the number of ranks reduced.
+   In place: sendbuff == recvbuff. */
+VIGIL_API vigilResult_t vigilScan(const void* sendbuff, void* recvbuff, size_t count, vigilDataType_t datatype,
+                                  vigilRedOp_t op, vigilComm_t comm, vigilStream_t stream);
+VIGIL_API vigilResult_t vigilExscan(const void* sendbuff, void* recvbuff, size_t count, vigilDataType_t datatype,
+                                    vigilRedOp_t op, vigilComm_t comm, vigilStream_t stream);
 VIGIL_API vigilResult_t vigilBarrier(vigilComm_t comm, vigilStream_t stream);
 VIGIL_API vigilResult_t vigilSend(const void* sendbuff, size_t count, vigilDataType_t datatype, int peer,
                                   vigilComm_t comm, vigilStream_t stream);

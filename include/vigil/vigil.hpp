@@ -199,6 +199,41 @@ class Communicator {
   void scatter(const T* send, T* recv, size_t recvcount, int root, vigilStream_t s = nullptr) {
     check(vigilScatter(send, recv, recvcount, DataType<T>::value, root, comm_, s), comm_);
   }
+  // The v-variants: counts and displacements in elements, nranks entries each.
+  template <class T>
+  void allToAllV(const T* send, const size_t* sendcounts, const size_t* sdispls, T* recv, const size_t* recvcounts,
+                 const size_t* rdispls, vigilStream_t s = nullptr) {
+    check(vigilAllToAllV(send, sendcounts, sdispls, recv, recvcounts, rdispls, DataType<T>::value, comm_, s), comm_);
+  }
+  template <class T>
+  void allGatherV(const T* send, size_t sendcount, T* recv, const size_t* recvcounts, const size_t* rdispls,
+                  vigilStream_t s = nullptr) {
+    check(vigilAllGatherV(send, sendcount, recv, recvcounts, rdispls, DataType<T>::value, comm_, s), comm_);
+  }
+  template <class T>
+  void gatherV(const T* send, size_t sendcount, T* recv, const size_t* recvcounts, const size_t* rdispls, int root,
+               vigilStream_t s = nullptr) {
+    check(vigilGatherV(send, sendcount, recv, recvcounts, rdispls, DataType<T>::value, root, comm_, s), comm_);
+  }
+  template <class T>
+  void scatterV(const T* send, const size_t* sendcounts, const size_t* sdispls, T* recv, size_t recvcount, int root,
+                vigilStream_t s = nullptr) {
+    check(vigilScatterV(send, sendcounts, sdispls, recv, recvcount, DataType<T>::value, root, comm_, s), comm_);
+  }
+  template <class T>
+  void reduceScatterV(const T* send, T* recv, const size_t* recvcounts, vigilRedOp_t op = vigilSum,
+                      vigilStream_t s = nullptr) {
+    check(vigilReduceScatterV(send, recv, recvcounts, DataType<T>::value, op, comm_, s), comm_);
+  }
+  // Prefix reductions: rank r gets the reduction over ranks 0..r (scan) or 0..r-1 (exscan).
+  template <class T>
+  void scan(const T* send, T* recv, size_t count, vigilRedOp_t op = vigilSum, vigilStream_t s = nullptr) {
+    check(vigilScan(send, recv, count, DataType<T>::value, op, comm_, s), comm_);
+  }
+  template <class T>
+  void exscan(const T* send, T* recv, size_t count, vigilRedOp_t op = vigilSum, vigilStream_t s = nullptr) {
+    check(vigilExscan(send, recv, count, DataType<T>::value, op, comm_, s), comm_);
+  }
   template <class T>
   void send(const T* data, size_t count, int peer, vigilStream_t s = nullptr) {
     check(vigilSend(data, count, DataType<T>::value, peer, comm_, s), comm_);

@@ -4,6 +4,7 @@
 // function run(StepRunner&, const OpDesc&) in its own file and a row of the
 // algorithm table (algo/table.cpp).
 
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <span>
@@ -61,16 +62,27 @@ class HierarchicalRunner {
 LoadStoreRunner& requireLoadStore(StepRunner& r);
 HierarchicalRunner& requireHierarchy(StepRunner& r);
 
-// Splits `count` elements into `parts` nearly equal contiguous blocks.
+// Splits `count` elements into `parts` nearly equal contiguous blocks, or,
+// for the v-variants, lays out `parts` blocks of sizes[i] elements at
+// starts[i] (arrays of `parts` entries; count unused).
 struct Blocks {
   size_t count;
   int parts;
+  const size_t* starts = nullptr;
+  const size_t* sizes = nullptr;
   size_t begin(int i) const {
+    if (starts != nullptr) return starts[i];
     size_t base = count / static_cast<size_t>(parts), extra = count % static_cast<size_t>(parts);
     size_t ii = static_cast<size_t>(i);
     return ii * base + (ii < extra ? ii : extra);
   }
-  size_t size(int i) const { return begin(i + 1) - begin(i); }
+  size_t size(int i) const { return sizes != nullptr ? sizes[i] : begin(i + 1) - begin(i); }
+  size_t largest() const {
+    if (sizes == nullptr) return size(0);
+    size_t most = 0;
+    for (int i = 0; i < parts; ++i) most = std::max(most, sizes[i]);
+    return most;
+  }
 };
 
 // Up to this size a load/store allreduce is one step: each rank reduces the

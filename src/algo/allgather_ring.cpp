@@ -38,4 +38,15 @@ void allGatherRing(StepRunner& r, const OpDesc& op) {
   if (n > 1) ringAllGather(r, out, Blocks{op.count * static_cast<size_t>(n), n}, elem);
 }
 
+// The same ring over blocks of recvcounts[p] elements at rdispls[p].
+void allGatherVRing(StepRunner& r, const OpDesc& op) {
+  const int n = r.nranks(), me = r.rank();
+  const size_t elem = dtypeSize(op.dtype);
+  const Blocks blocks{.count = 0, .parts = n, .starts = op.rdispls, .sizes = op.recvcounts};
+  auto* out = static_cast<uint8_t*>(op.recv);
+  uint8_t* mine = out + blocks.begin(me) * elem;
+  if (op.send != mine && op.count > 0) std::memcpy(mine, op.send, op.count * elem);
+  if (n > 1) ringAllGather(r, out, blocks, elem);
+}
+
 }  // namespace vigil::algo

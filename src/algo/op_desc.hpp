@@ -21,7 +21,12 @@ struct OpDesc {
   vigilRedOp_t redop = vigilSum;
   int root = -1;
   int peer = -1;
-  // AllToAllV only.
+  // Per-rank counts and displacements (elements), nranks entries each:
+  //   alltoallv       all four
+  //   allgatherv      recvcounts, rdispls (count = this rank's sendcount)
+  //   gatherv         recvcounts, rdispls at the root (count = sendcount)
+  //   scatterv        sendcounts, sdispls at the root (count = recvcount)
+  //   reduce_scatterv recvcounts (blocks in rank order, no gaps; count unused)
   const size_t* sendcounts = nullptr;
   const size_t* sdispls = nullptr;
   const size_t* recvcounts = nullptr;
@@ -42,34 +47,35 @@ struct OpDesc {
   int tag = 0;
   vigilStatus* status = nullptr;
 
-  bool hasRedOp() const { return kind == OpKind::AllReduce || kind == OpKind::Reduce || kind == OpKind::ReduceScatter; }
-  bool hasRoot() const {
-    return kind == OpKind::Broadcast || kind == OpKind::Reduce || kind == OpKind::Gather || kind == OpKind::Scatter;
-  }
+  bool hasRedOp() const { return opHasRedOp(kind); }
+  bool hasRoot() const { return opHasRoot(kind); }
 };
 
-// An OpDesc that owns its all-to-all-v arrays: queued work must not point
-// into the caller's arrays, which may be gone when the work runs.
+// An OpDesc that owns its count and displacement arrays: queued work must
+// not point into the caller's arrays, which may be gone when the work runs.
 class OwnedOpDesc {
  public:
-  OwnedOpDesc(const OpDesc& op, int nranks) : op_(op) {
-    if (op.kind != OpKind::AllToAllV) return;
-    const auto n = static_cast<size_t>(nranks);
-    arrays_.assign(op.sendcounts, op.sendcounts + n);
-    arrays_.insert(arrays_.end(), op.sdispls, op.sdispls + n);
-    arrays_.insert(arrays_.end(), op.recvcounts, op.recvcounts + n);
-    arrays_.insert(arrays_.end(), op.rdispls, op.rdispls + n);
-    op_.sendcounts = arrays_.data();
-    op_.sdispls = arrays_.data() + n;
-    op_.recvcounts = arrays_.data() + 2 * n;
-    op_.rdispls = arrays_.data() + 3 * n;
+  OwnedOpDesc(const OpDesc& op, int nranks) : op_(op), nranks_(static_cast<size_t>(nranks)) {
+    const size_t n = nranks_;
+    const size_t* OpDesc::*const fields[] = {&OpDesc::sendcounts, &OpDesc::sdispls, &OpDesc::recvcounts,
+                                             &OpDesc::rdispls};
+    size_t given = 0;
+    for (auto field : fields) given += op.*field != nullptr ? 1 : 0;
+    if (given == 0) return;
+    arrays_.reserve(given * n);  // no reallocation: the pointers below stay valid
+    for (auto field : fields) {
+      if (op.*field == nullptr) continue;
+      op_.*field = arrays_.data() + arrays_.size();
+      arrays_.insert(arrays_.end(), op.*field, op.*field + n);
+    }
   }
-  OwnedOpDesc(const OwnedOpDesc& other) : OwnedOpDesc(other.op_, static_cast<int>(other.arrays_.size() / 4)) {}
+  OwnedOpDesc(const OwnedOpDesc& other) : OwnedOpDesc(other.op_, static_cast<int>(other.nranks_)) {}
   OwnedOpDesc& operator=(const OwnedOpDesc&) = delete;
   const OpDesc& get() const { return op_; }
 
  private:
   OpDesc op_;
+  size_t nranks_;
   std::vector<size_t> arrays_;
 };
 

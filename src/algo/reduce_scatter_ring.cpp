@@ -11,6 +11,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <vector>
 
 #include "algo/ring.hpp"
 #include "core/dtype.hpp"
@@ -72,7 +73,7 @@ void ringReduceScatter(StepRunner& r, const RingReduceScatter& args) {
   const Blocks& blocks = args.blocks;
   // Both ends cut a block into the same pieces.
   const size_t piece = std::max<size_t>(1, kPipelineBytes / elem);
-  const size_t largest = blocks.size(0), pieceRoom = std::min(piece, largest);
+  const size_t largest = blocks.largest(), pieceRoom = std::min(piece, largest);
   // Two arriving pieces (one lands while the other is reduced), and two
   // partial blocks (one is sent while the next is reduced) when the caller
   // keeps no partials.
@@ -133,6 +134,28 @@ void reduceScatterRing(StepRunner& r, const OpDesc& op) {
                         .partials = nullptr,
                         .blocks = Blocks{op.count * static_cast<size_t>(n), n},
                         .dtype = op.dtype,
+                        .op = op.redop});
+}
+
+// The same ring over blocks of recvcounts[p] elements, one after another in
+// rank order.
+void reduceScatterVRing(StepRunner& r, const OpDesc& op) {
+  const int n = r.nranks();
+  const size_t elem = dtypeSize(op.dtype);
+  std::vector<size_t> starts(static_cast<size_t>(n));
+  size_t at = 0;
+  for (size_t p = 0; p < starts.size(); ++p) {
+    starts[p] = at;
+    at += op.recvcounts[p];
+  }
+  const Blocks blocks{.count = 0, .parts = n, .starts = starts.data(), .sizes = op.recvcounts};
+  const auto* in = static_cast<const uint8_t*>(op.send);
+  auto* out = static_cast<uint8_t*>(op.recv);
+  if (n == 1) {
+    if (in != out && blocks.size(0) > 0) std::memmove(out, in, blocks.size(0) * elem);
+    return;
+  }
+  ringReduceScatter(r, {.input = in, .owned = out, .partials = nullptr, .blocks = blocks, .dtype = op.dtype,
                         .op = op.redop});
 }
 

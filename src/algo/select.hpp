@@ -13,7 +13,8 @@
 
 namespace vigil::algo {
 
-constexpr size_t kOpSlots = 16;  // indexed by OpKind's value
+constexpr size_t kOpSlots = 32;  // indexed by OpKind's value
+static_assert(static_cast<size_t>(OpKind::Exscan) < kOpSlots);
 
 // The row's name for an id ("none" for Algo::None, "unknown" for an id no
 // row has, e.g. one from a newer peer).

@@ -29,6 +29,11 @@ void gatherShm(StepRunner& r, const OpDesc& op);
 void scatterDirect(StepRunner& r, const OpDesc& op);
 void scatterShm(StepRunner& r, const OpDesc& op);
 void barrierDissemination(StepRunner& r, const OpDesc& op);
+void allGatherVRing(StepRunner& r, const OpDesc& op);
+void gatherVDirect(StepRunner& r, const OpDesc& op);
+void scatterVDirect(StepRunner& r, const OpDesc& op);
+void reduceScatterVRing(StepRunner& r, const OpDesc& op);
+void scanRecursiveDoubling(StepRunner& r, const OpDesc& op);
 void barrierShm(StepRunner& r, const OpDesc& op);
 
 namespace {
@@ -109,6 +114,21 @@ constexpr AlgoRow kTable[] = {
    .needs = Needs::LoadStore, .run = scatterShm},
   {.kind = OpKind::Scatter, .id = kDirect, .name = "direct", .description = "the root sends to all at once",
    .run = scatterDirect},
+
+  // The v-variants and the prefix reductions move their blocks as point-to-point
+  // messages on every transport (shared memory's byte rings included).
+  {.kind = OpKind::AllGatherV, .id = kRing, .name = "ring", .description = "n-1 ring steps, blocks as laid out",
+   .run = allGatherVRing},
+  {.kind = OpKind::GatherV, .id = kDirect, .name = "direct", .description = "the root receives from all at once",
+   .run = gatherVDirect},
+  {.kind = OpKind::ScatterV, .id = kDirect, .name = "direct", .description = "the root sends to all at once",
+   .run = scatterVDirect},
+  {.kind = OpKind::ReduceScatterV, .id = kRing, .name = "ring", .description = "n-1 ring steps, pipelined",
+   .run = reduceScatterVRing},
+  {.kind = OpKind::Scan, .id = kRecursiveDoubling, .name = "recursive_doubling",
+   .description = "ceil(log2 n) rounds of the whole vector", .run = scanRecursiveDoubling},
+  {.kind = OpKind::Exscan, .id = kRecursiveDoubling, .name = "recursive_doubling",
+   .description = "ceil(log2 n) rounds of the whole vector", .run = scanRecursiveDoubling},
 
   {.kind = OpKind::Barrier, .id = kHierarchical, .name = "hierarchical", .description = kHierWhat,
    .needs = Needs::Hierarchy, .run = hierarchical},

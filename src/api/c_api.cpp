@@ -406,6 +406,79 @@ vigilResult_t vigilScatter(const void* sendbuff, void* recvbuff, size_t recvcoun
   return submit(comm, stream, d);
 }
 
+vigilResult_t vigilAllGatherV(const void* sendbuff, size_t sendcount, void* recvbuff, const size_t* recvcounts,
+                              const size_t* rdispls, vigilDataType_t datatype, vigilComm_t comm, vigilStream_t stream) {
+  return submit(comm, stream,
+                OpDesc{.kind = OpKind::AllGatherV,
+                       .send = sendbuff,
+                       .recv = recvbuff,
+                       .count = sendcount,
+                       .dtype = datatype,
+                       .recvcounts = recvcounts,
+                       .rdispls = rdispls});
+}
+
+vigilResult_t vigilGatherV(const void* sendbuff, size_t sendcount, void* recvbuff, const size_t* recvcounts,
+                           const size_t* rdispls, vigilDataType_t datatype, int root, vigilComm_t comm,
+                           vigilStream_t stream) {
+  return submit(comm, stream,
+                OpDesc{.kind = OpKind::GatherV,
+                       .send = sendbuff,
+                       .recv = recvbuff,
+                       .count = sendcount,
+                       .dtype = datatype,
+                       .root = root,
+                       .recvcounts = recvcounts,
+                       .rdispls = rdispls});
+}
+
+vigilResult_t vigilScatterV(const void* sendbuff, const size_t* sendcounts, const size_t* sdispls, void* recvbuff,
+                            size_t recvcount, vigilDataType_t datatype, int root, vigilComm_t comm,
+                            vigilStream_t stream) {
+  return submit(comm, stream,
+                OpDesc{.kind = OpKind::ScatterV,
+                       .send = sendbuff,
+                       .recv = recvbuff,
+                       .count = recvcount,
+                       .dtype = datatype,
+                       .root = root,
+                       .sendcounts = sendcounts,
+                       .sdispls = sdispls});
+}
+
+vigilResult_t vigilReduceScatterV(const void* sendbuff, void* recvbuff, const size_t* recvcounts,
+                                  vigilDataType_t datatype, vigilRedOp_t op, vigilComm_t comm, vigilStream_t stream) {
+  return submit(comm, stream,
+                OpDesc{.kind = OpKind::ReduceScatterV,
+                       .send = sendbuff,
+                       .recv = recvbuff,
+                       .dtype = datatype,
+                       .redop = op,
+                       .recvcounts = recvcounts});
+}
+
+vigilResult_t vigilScan(const void* sendbuff, void* recvbuff, size_t count, vigilDataType_t datatype, vigilRedOp_t op,
+                        vigilComm_t comm, vigilStream_t stream) {
+  return submit(comm, stream,
+                OpDesc{.kind = OpKind::Scan,
+                       .send = sendbuff,
+                       .recv = recvbuff,
+                       .count = count,
+                       .dtype = datatype,
+                       .redop = op});
+}
+
+vigilResult_t vigilExscan(const void* sendbuff, void* recvbuff, size_t count, vigilDataType_t datatype,
+                          vigilRedOp_t op, vigilComm_t comm, vigilStream_t stream) {
+  return submit(comm, stream,
+                OpDesc{.kind = OpKind::Exscan,
+                       .send = sendbuff,
+                       .recv = recvbuff,
+                       .count = count,
+                       .dtype = datatype,
+                       .redop = op});
+}
+
 vigilResult_t vigilBarrier(vigilComm_t comm, vigilStream_t stream) {
   return submit(comm, stream, OpDesc{.kind = OpKind::Barrier});
 }

@@ -18,9 +18,14 @@ struct Span {
   size_t count = 0;  // elements
 };
 
-size_t allToAllVExtent(const size_t* counts, const size_t* displs, int n) {
-  size_t end = 0;
-  for (int p = 0; p < n; ++p) end = std::max(end, displs[p] + counts[p]);
+// The end of the blocks counts and displs lay out (null displs: one after
+// another in rank order), in elements; validation made sure it fits.
+size_t blocksEnd(const size_t* counts, const size_t* displs, int n) {
+  size_t end = 0, next = 0;
+  for (int p = 0; p < n; ++p) {
+    next = (displs != nullptr ? displs[p] : next) + counts[p];
+    end = std::max(end, next);
+  }
   return end;
 }
 
@@ -38,7 +43,13 @@ Span inputOf(const OpDesc& op, int rank, int n) {
     case OpKind::Scatter: return rank == op.root ? Span{op.send, all} : Span{};
     case OpKind::ReduceScatter:
     case OpKind::AllToAll: return {op.send, all};
-    case OpKind::AllToAllV: return {op.send, allToAllVExtent(op.sendcounts, op.sdispls, n)};
+    case OpKind::AllToAllV: return {op.send, blocksEnd(op.sendcounts, op.sdispls, n)};
+    case OpKind::AllGatherV:
+    case OpKind::GatherV:
+    case OpKind::Scan:
+    case OpKind::Exscan: return {op.send, op.count};
+    case OpKind::ScatterV: return rank == op.root ? Span{op.send, blocksEnd(op.sendcounts, op.sdispls, n)} : Span{};
+    case OpKind::ReduceScatterV: return {op.send, blocksEnd(op.recvcounts, nullptr, n)};
     case OpKind::Barrier:
     case OpKind::Recv: return {};
   }
@@ -58,7 +69,14 @@ Span outputOf(const OpDesc& op, int rank, int n) {
     case OpKind::AllGather:
     case OpKind::Split:
     case OpKind::AllToAll: return {op.recv, all};
-    case OpKind::AllToAllV: return {op.recv, allToAllVExtent(op.recvcounts, op.rdispls, n)};
+    case OpKind::AllToAllV: return {op.recv, blocksEnd(op.recvcounts, op.rdispls, n)};
+    case OpKind::AllGatherV: return {op.recv, blocksEnd(op.recvcounts, op.rdispls, n)};
+    case OpKind::GatherV: return rank == op.root ? Span{op.recv, blocksEnd(op.recvcounts, op.rdispls, n)} : Span{};
+    case OpKind::ScatterV:
+    case OpKind::Scan: return {op.recv, op.count};
+    // Rank 0's exclusive result is the identity, which is infinite for max and min.
+    case OpKind::Exscan: return rank == 0 ? Span{} : Span{op.recv, op.count};
+    case OpKind::ReduceScatterV: return {op.recv, op.recvcounts[rank]};
     case OpKind::Barrier:
     case OpKind::Send: return {};
   }

@@ -19,6 +19,36 @@ constexpr int kStallMs = 200;
 
 }  // namespace
 
+// The count every rank of the op agrees on: the call's count, the total of
+// the counts every rank passes (allgatherv, reduce_scatterv), or 0 where
+// ranks hold different counts (each message's size is still checked).
+size_t Communicator::fingerprintCount(const OpDesc& op) const {
+  switch (op.kind) {
+    case OpKind::AllGatherV:
+    case OpKind::ReduceScatterV: {
+      size_t total = 0;
+      for (int p = 0; p < nranks_; ++p) total += op.recvcounts[p];
+      return total;
+    }
+    case OpKind::AllToAllV:
+    case OpKind::GatherV:
+    case OpKind::ScatterV:
+    case OpKind::Barrier: return 0;
+    default: return op.count;
+  }
+}
+
+// Where every rank passes the same count array (allgatherv, reduce_scatterv),
+// a digest of it rides in the header's root field, which those ops have no
+// use for: ranks whose arrays differ meet in the fingerprint check, even
+// when the totals agree. -1 for every other op.
+int32_t Communicator::countsDigest(const OpDesc& op) const {
+  if (op.kind != OpKind::AllGatherV && op.kind != OpKind::ReduceScatterV) return -1;
+  uint64_t h = 0xcbf29ce484222325ULL;
+  for (int p = 0; p < nranks_; ++p) h = (h ^ op.recvcounts[p]) * 0x100000001b3ULL;
+  return static_cast<int32_t>((h ^ (h >> 32)) & 0x7fffffff);
+}
+
 FrameHeader Communicator::headerFor(const OpDesc& op, int64_t seq) const {
   FrameHeader h;
   h.kind = static_cast<uint8_t>(op.tagged                 ? FrameKind::Tagged
@@ -28,9 +58,9 @@ FrameHeader Communicator::headerFor(const OpDesc& op, int64_t seq) const {
   h.op = static_cast<uint8_t>(isPointToPoint(op.kind) ? OpKind::Send : op.kind);
   h.dtype = static_cast<uint8_t>(op.dtype);
   h.redop = static_cast<uint8_t>(op.hasRedOp() ? op.redop : 0);
-  h.root = op.hasRoot() ? op.root : op.tagged ? op.tag : -1;
+  h.root = op.hasRoot() ? op.root : op.tagged ? op.tag : countsDigest(op);
   h.seq = static_cast<uint64_t>(seq);
-  h.count = op.kind == OpKind::AllToAllV || op.kind == OpKind::Barrier ? 0 : op.count;
+  h.count = fingerprintCount(op);
   if (isPointToPoint(op.kind)) h.sentAfterSeq = static_cast<uint32_t>(nextSeq_ - 1);
   return h;
 }
@@ -151,6 +181,8 @@ size_t Communicator::opBytes(const OpDesc& op) const {
     case OpKind::ReduceScatter:
     case OpKind::Gather:
     case OpKind::Scatter: return op.count * n * elem;
+    case OpKind::AllGatherV:
+    case OpKind::ReduceScatterV: return fingerprintCount(op) * elem;
     default: return op.count * elem;
   }
 }

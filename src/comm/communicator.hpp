@@ -249,6 +249,8 @@ class Communicator : public algo::LoadStoreRunner, public algo::HierarchicalRunn
   // On timeout, mismatch or abort, once: the flight recorder to VIGIL_DUMP_DIR.
   void dumpAfterFailure(const Error& error);
   FrameHeader headerFor(const OpDesc& op, int64_t seq) const;
+  size_t fingerprintCount(const OpDesc& op) const;
+  int32_t countsDigest(const OpDesc& op) const;
 
   const int rank_;
   const int nranks_;

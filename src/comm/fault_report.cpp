@@ -20,12 +20,16 @@ bool isP2p(const FrameHeader& h) {
 }
 bool hasRedOp(const FrameHeader& h) {
   const auto op = static_cast<OpKind>(h.op);
-  return !isP2p(h) && (op == OpKind::AllReduce || op == OpKind::Reduce || op == OpKind::ReduceScatter);
+  return !isP2p(h) && opHasRedOp(op);
 }
 bool hasRoot(const FrameHeader& h) {
   const auto op = static_cast<OpKind>(h.op);
-  return !isP2p(h) &&
-         (op == OpKind::Broadcast || op == OpKind::Reduce || op == OpKind::Gather || op == OpKind::Scatter);
+  return !isP2p(h) && opHasRoot(op);
+}
+
+bool hasCountsDigest(const FrameHeader& h) {
+  const auto op = static_cast<OpKind>(h.op);
+  return !isP2p(h) && (op == OpKind::AllGatherV || op == OpKind::ReduceScatterV);
 }
 
 // `receiving`: a point-to-point header as the receive that expects it.
@@ -37,6 +41,7 @@ std::string describeHeader(const FrameHeader& h, bool receiving = false) {
   text += cat(" (", dtypeName(static_cast<vigilDataType_t>(h.dtype)), ", count ", h.count);
   if (hasRedOp(h)) text += cat(", ", redOpName(static_cast<vigilRedOp_t>(h.redop)));
   if (hasRoot(h)) text += cat(", root ", h.root);
+  if (hasCountsDigest(h)) text += cat(", counts digest ", h.root);
   text += ")";
   return text;
 }
@@ -64,6 +69,9 @@ std::string differingFields(const FrameHeader& mine, const FrameHeader& theirs) 
   }
   if (hasRoot(mine) && hasRoot(theirs) && mine.root != theirs.root) {
     add("root", std::to_string(mine.root), std::to_string(theirs.root));
+  }
+  if (hasCountsDigest(mine) && hasCountsDigest(theirs) && mine.root != theirs.root) {
+    add("counts (digest of recvcounts)", std::to_string(mine.root), std::to_string(theirs.root));
   }
   // Same call, different VIGIL_ALGO: name it only when nothing else differs.
   if (out.empty() && mine.algo != theirs.algo) {

@@ -6,6 +6,7 @@
 
 #include "comm/communicator.hpp"
 #include "core/dtype.hpp"
+#include "core/strcat.hpp"
 
 namespace vigil {
 namespace {
@@ -36,7 +37,11 @@ std::pair<size_t, size_t> blocksOf(const OpDesc& op, bool isRoot, size_t n) {
     case OpKind::Send: return {1, 0};
     case OpKind::Recv: return {0, 1};
     case OpKind::AllToAllV:
-    case OpKind::Barrier: return {0, 0};  // all-to-all-v checks its displacements itself
+    case OpKind::AllGatherV:
+    case OpKind::GatherV:
+    case OpKind::ScatterV:
+    case OpKind::ReduceScatterV:
+    case OpKind::Barrier: return {0, 0};  // the v-variants check their arrays themselves
     default: return {1, 1};
   }
 }
@@ -128,6 +133,12 @@ class OpCheck {
         }
         return;
       case OpKind::AllToAllV: return allToAllV();
+      case OpKind::AllGatherV: return allGatherV();
+      case OpKind::GatherV: return gatherV();
+      case OpKind::ScatterV: return scatterV();
+      case OpKind::ReduceScatterV: return reduceScatterV();
+      case OpKind::Scan:
+      case OpKind::Exscan: return sameSize(any, any, true);
       case OpKind::Barrier: return;
       case OpKind::Send: return need(op_.send, any, "sendbuff");
       case OpKind::Recv: return need(op_.recv, any, "recvbuff");
@@ -201,6 +212,117 @@ class OpCheck {
     if (overlaps(op_.send, sendEnd * elem_, op_.recv, recvEnd * elem_)) {
       fail(Errc::ApiBadAliasing).cause("alltoallv has no in-place form; sendbuff and recvbuff overlap").raise();
     }
+  }
+
+  // The end, in elements, of the blocks that counts (and displs; null: one
+  // after another in rank order) lay out, each checked not to overflow.
+  size_t blocksEnd(const size_t* counts, const size_t* displs, const char* countsName,
+                   const char* displsName) const {
+    const size_t limit = std::numeric_limits<size_t>::max() / elem_;
+    size_t end = 0, next = 0;
+    for (size_t p = 0; p < n_; ++p) {
+      const size_t displ = displs != nullptr ? displs[p] : next;
+      if (displ > limit || counts[p] > limit - displ) {
+        fail(Errc::ApiCountOverflow)
+            .cause(countsName, "[", p, "] = ", counts[p], " elements of ", dtypeName(op_.dtype),
+                   displs != nullptr ? cat(" at ", displsName, "[", p, "] = ", displ)
+                                     : cat(" after the ", displ, " of the blocks before it"),
+                   " overflow the address space")
+            .raise();
+      }
+      next = displ + counts[p];
+      end = std::max(end, next);
+    }
+    return end;
+  }
+
+  void needArrays(const size_t* counts, const char* countsName, const size_t* displs, const char* displsName,
+                  bool displsUsed = true) const {
+    if (counts == nullptr || (displsUsed && displs == nullptr)) {
+      fail(Errc::ApiNullArgument)
+          .cause(displsUsed ? cat(countsName, " and ", displsName, " must both be given") : cat(countsName, " is NULL"),
+                 isRoot_ && op_.hasRoot() ? " at the root" : "")
+          .raise();
+    }
+  }
+
+  // counts[at] (this rank's own block) against the call's own count.
+  void ownCount(const size_t* counts, const char* countsName, size_t at, const char* countName) const {
+    if (counts[at] != op_.count) {
+      fail(Errc::ApiCountsContradict)
+          .cause(countsName, "[", at, "] = ", counts[at], " but ", countName, " = ", op_.count, ": the block rank ", at,
+                 " (this rank) copies to itself would have two sizes")
+          .raise();
+    }
+  }
+
+  // A buffer of `elems` elements: given when non-empty, inside the address space.
+  void region(const void* p, size_t elems, const char* name) const {
+    if (elems > 0 && p == nullptr) {
+      fail(Errc::ApiNullArgument).cause(name, " is NULL but holds ", elems, " elements of ", dtypeName(op_.dtype)).raise();
+    }
+    if (p != nullptr && wraps(p, elems * elem_)) {
+      fail(Errc::ApiCountOverflow)
+          .cause(name, " + ", elems, " elements of ", dtypeName(op_.dtype), " runs past the end of the address space")
+          .raise();
+    }
+  }
+
+  // `one` (oneElems) is exactly element `at` of `many` (the in-place form) or apart from it.
+  void inPlaceOrApart(const void* one, size_t oneElems, const void* many, size_t manyElems, size_t at,
+                      const char* overlapCause) const {
+    if (one == nullptr || many == nullptr) return;
+    const void* inPlace = static_cast<const uint8_t*>(many) + at * elem_;
+    if (one != inPlace && overlaps(one, oneElems * elem_, many, manyElems * elem_)) {
+      fail(Errc::ApiBadAliasing).cause(overlapCause).raise();
+    }
+  }
+
+  void allGatherV() const {
+    needArrays(op_.recvcounts, "recvcounts", op_.rdispls, "rdispls");
+    const size_t end = blocksEnd(op_.recvcounts, op_.rdispls, "recvcounts", "rdispls");
+    const auto me = static_cast<size_t>(comm_.rank());
+    ownCount(op_.recvcounts, "recvcounts", me, "sendcount");
+    region(op_.send, op_.count, "sendbuff");
+    region(op_.recv, end, "recvbuff");
+    inPlaceOrApart(op_.send, op_.count, op_.recv, end, op_.rdispls[me],
+                   "sendbuff overlaps recvbuff but is not recvbuff + rdispls[rank] (the in-place form)");
+  }
+
+  void gatherV() const {
+    region(op_.send, op_.count, "sendbuff");
+    if (!isRoot_) return;  // the arrays and recvbuff are the root's
+    needArrays(op_.recvcounts, "recvcounts", op_.rdispls, "rdispls");
+    const size_t end = blocksEnd(op_.recvcounts, op_.rdispls, "recvcounts", "rdispls");
+    const auto root = static_cast<size_t>(op_.root);
+    ownCount(op_.recvcounts, "recvcounts", root, "sendcount");
+    region(op_.recv, end, "recvbuff (at the root)");
+    inPlaceOrApart(op_.send, op_.count, op_.recv, end, op_.rdispls[root],
+                   "sendbuff overlaps recvbuff but is not recvbuff + rdispls[root] (the in-place form)");
+  }
+
+  void scatterV() const {
+    region(op_.recv, op_.count, "recvbuff");
+    if (!isRoot_) return;  // the arrays and sendbuff are the root's
+    needArrays(op_.sendcounts, "sendcounts", op_.sdispls, "sdispls");
+    const size_t end = blocksEnd(op_.sendcounts, op_.sdispls, "sendcounts", "sdispls");
+    const auto root = static_cast<size_t>(op_.root);
+    ownCount(op_.sendcounts, "sendcounts", root, "recvcount");
+    region(op_.send, end, "sendbuff (at the root)");
+    inPlaceOrApart(op_.recv, op_.count, op_.send, end, op_.sdispls[root],
+                   "recvbuff overlaps sendbuff but is not sendbuff + sdispls[root] (the in-place form)");
+  }
+
+  void reduceScatterV() const {
+    needArrays(op_.recvcounts, "recvcounts", nullptr, nullptr, /*displsUsed=*/false);
+    const size_t end = blocksEnd(op_.recvcounts, nullptr, "recvcounts", nullptr);
+    const auto me = static_cast<size_t>(comm_.rank());
+    size_t mine = 0;
+    for (size_t p = 0; p < me; ++p) mine += op_.recvcounts[p];
+    region(op_.send, end, "sendbuff");
+    region(op_.recv, op_.recvcounts[me], "recvbuff");
+    inPlaceOrApart(op_.recv, op_.recvcounts[me], op_.send, end, mine,
+                   "recvbuff overlaps sendbuff but is not sendbuff + the blocks of the lower ranks (the in-place form)");
   }
 
   const Communicator& comm_;

@@ -381,6 +381,49 @@ void reduceInto(void* dst, const void* a, const void* b, size_t count, vigilData
   }
 }
 
+namespace {
+
+template <typename Codec>
+void fillIdentityTyped(void* buf, size_t count, vigilRedOp_t op) {
+  using S = typename Codec::Storage;
+  using V = typename Codec::Value;
+  V v{};
+  switch (op) {
+    case vigilProd:
+    case vigilLand: v = V(1); break;
+    case vigilMax:
+      v = std::numeric_limits<V>::has_infinity ? -std::numeric_limits<V>::infinity() : std::numeric_limits<V>::lowest();
+      break;
+    case vigilMin:
+      v = std::numeric_limits<V>::has_infinity ? std::numeric_limits<V>::infinity() : std::numeric_limits<V>::max();
+      break;
+    case vigilBand:
+      if constexpr (std::is_integral_v<V>) v = static_cast<V>(~std::make_unsigned_t<V>{0});
+      break;
+    default: break;  // sum, avg, bor, bxor, lor, lxor: 0
+  }
+  const S stored = Codec::store(v);
+  S* p = static_cast<S*>(buf);
+  for (size_t i = 0; i < count; ++i) p[i] = stored;
+}
+
+}  // namespace
+
+void fillIdentity(void* buf, size_t count, vigilDataType_t dtype, vigilRedOp_t op) {
+  switch (dtype) {
+    case vigilInt8: return fillIdentityTyped<Native<int8_t>>(buf, count, op);
+    case vigilUint8: return fillIdentityTyped<Native<uint8_t>>(buf, count, op);
+    case vigilInt32: return fillIdentityTyped<Native<int32_t>>(buf, count, op);
+    case vigilUint32: return fillIdentityTyped<Native<uint32_t>>(buf, count, op);
+    case vigilInt64: return fillIdentityTyped<Native<int64_t>>(buf, count, op);
+    case vigilUint64: return fillIdentityTyped<Native<uint64_t>>(buf, count, op);
+    case vigilFloat16: return fillIdentityTyped<Float16>(buf, count, op);
+    case vigilFloat32: return fillIdentityTyped<Native<float>>(buf, count, op);
+    case vigilFloat64: return fillIdentityTyped<Native<double>>(buf, count, op);
+    case vigilBfloat16: return fillIdentityTyped<Bfloat16>(buf, count, op);
+  }
+}
+
 void divideInPlace(void* buf, size_t count, vigilDataType_t dtype, int divisor) {
   if (divisor < 1) return;
 #if VIGIL_REDUCE_HAVE_AVX2

@@ -37,6 +37,11 @@ void reduceInPlace(void* dst, const void* src, size_t count, vigilDataType_t dty
 // or b. a and b may overlap each other.
 void reduceInto(void* dst, const void* a, const void* b, size_t count, vigilDataType_t dtype, vigilRedOp_t op);
 
+// buf[i] = the identity of op for i in [0, count): 0 for sum (and avg, bor,
+// bxor, lor, lxor), 1 for prod and land, all bits set for band, -inf (the
+// lowest integer) for max, +inf (the highest integer) for min.
+void fillIdentity(void* buf, size_t count, vigilDataType_t dtype, vigilRedOp_t op);
+
 // buf[i] /= divisor for i in [0, count). Integers truncate toward zero; floats
 // use IEEE division (half types through float32). divisor must be >= 1 (it is
 // the rank count); smaller values do nothing.

@@ -13,6 +13,7 @@
 #include <deque>
 #include <map>
 #include <mutex>
+#include <optional>
 #include <stdexcept>
 #include <string>
 #include <thread>
@@ -22,6 +23,7 @@
 #include "algo/table.hpp"
 #include "common/collective_checks.hpp"
 #include "core/dtype.hpp"
+#include "reduce/reduce.hpp"
 
 namespace vigil::test {
 namespace {
@@ -130,7 +132,8 @@ struct RankCase {
   std::vector<uint8_t> send, recv, want;
   Alias alias = Alias::None;
   size_t aliasOffset = 0;                                        // bytes into the outer buffer
-  std::vector<size_t> sendcounts, sdispls, recvcounts, rdispls;  // all-to-all-v
+  std::vector<size_t> sendcounts, sdispls, recvcounts, rdispls;  // the v-variants
+  std::optional<size_t> count;                                   // this rank's own count, where it has one
 
   const void* sendBuffer() const {
     return alias == Alias::SendInRecv ? recv.data() + aliasOffset : static_cast<const void*>(send.data());
@@ -186,6 +189,73 @@ void buildAllToAllV(RankCase& c, const Shape& s, int rank, int n) {
   c.recv.assign(recvTotal * elem, 0xEE);
 }
 
+// The v-variants: rank p's block (uneven, some empty), one element of gap
+// before each block in the many-block buffer.
+size_t blockCount(size_t count, int p) {
+  return count == 0 ? static_cast<size_t>(p % 2) : count + static_cast<size_t>(p % 3);
+}
+
+void buildVariable(RankCase& c, OpKind kind, const Shape& s, int rank, int n) {
+  const size_t elem = dtypeSize(s.dtype), me = static_cast<size_t>(rank);
+  std::vector<size_t> counts, displs;
+  size_t total = 0, packed = 0;
+  for (int p = 0; p < n; ++p) {
+    counts.push_back(blockCount(s.count, p));
+    total += 1;
+    displs.push_back(total);
+    total += counts.back();
+    packed += counts.back();
+  }
+  if (kind == OpKind::ReduceScatterV) {
+    size_t offset = 0;
+    for (size_t p = 0; p < me; ++p) offset += counts[p];
+    c.recvcounts = counts;
+    c.send = input(s.dtype, s.redop, rank, packed);
+    c.want = reference(s.dtype, s.redop, n, counts[me], offset);
+    if (s.inPlace) {
+      c.alias = Alias::RecvInSend;
+      c.aliasOffset = offset * elem;
+    } else {
+      c.recv.assign(counts[me] * elem, 0xEE);
+    }
+    return;
+  }
+  // Every block in its place, gaps unwritten.
+  std::vector<uint8_t> all(total * elem, 0xEE);
+  for (int p = 0; p < n; ++p) {
+    const std::vector<uint8_t> block = pattern(p, counts[static_cast<size_t>(p)] * elem);
+    std::copy(block.begin(), block.end(), all.begin() + static_cast<long>(displs[static_cast<size_t>(p)] * elem));
+  }
+  const bool isRoot = rank == s.root;
+  const std::vector<uint8_t> mine = pattern(rank, counts[me] * elem);
+  c.count = counts[me];
+  switch (kind) {
+    case OpKind::AllGatherV:
+      c.recvcounts = counts, c.rdispls = displs;
+      c.want = all;
+      c.recv.assign(total * elem, 0xEE);
+      if (s.inPlace) {
+        std::copy(mine.begin(), mine.end(), c.recv.begin() + static_cast<long>(displs[me] * elem));
+        c.alias = Alias::SendInRecv;
+        c.aliasOffset = displs[me] * elem;
+      } else {
+        c.send = mine;
+      }
+      break;
+    case OpKind::GatherV:
+      if (isRoot) c.recvcounts = counts, c.rdispls = displs;
+      c.send = mine;
+      c.recv.assign(isRoot ? total * elem : 0, 0xEE);
+      c.want = isRoot ? all : c.recv;
+      break;
+    default:  // ScatterV
+      if (isRoot) c.sendcounts = counts, c.sdispls = displs, c.send = all;
+      c.recv.assign(counts[me] * elem, 0xEE);
+      c.want = mine;
+      break;
+  }
+}
+
 // The reductions: inputs whose every reduction is exact, so any order gives the reference's bits.
 void buildReduction(RankCase& c, OpKind kind, const Shape& s, int rank, int n) {
   const size_t nn = static_cast<size_t>(n), elem = dtypeSize(s.dtype);
@@ -211,6 +281,18 @@ void buildReduction(RankCase& c, OpKind kind, const Shape& s, int rank, int n) {
         c.recv = bytesOf(s.dtype, s.count);
       }
       break;
+    case OpKind::Scan:
+    case OpKind::Exscan:
+      c.send = input(s.dtype, s.redop, rank, s.count);
+      c.recv.assign(s.count * elem, 0xEE);
+      if (kind == OpKind::Scan || rank > 0) {
+        c.want = reference(s.dtype, s.redop, kind == OpKind::Scan ? rank + 1 : rank, s.count);
+      } else {  // the reduction over no rank (test_v_collectives checks the values)
+        c.want = bytesOf(s.dtype, s.count);
+        reduce::fillIdentity(c.want.data(), s.count, s.dtype, s.redop == vigilAvg ? vigilSum : s.redop);
+      }
+      if (s.inPlace) c.alias = Alias::RecvInSend;
+      break;
     default: break;
   }
 }
@@ -222,7 +304,13 @@ RankCase buildCase(OpKind kind, const Shape& s, int rank, int n) {
   switch (kind) {
     case OpKind::AllReduce:
     case OpKind::Reduce:
-    case OpKind::ReduceScatter: buildReduction(c, kind, s, rank, n); break;
+    case OpKind::ReduceScatter:
+    case OpKind::Scan:
+    case OpKind::Exscan: buildReduction(c, kind, s, rank, n); break;
+    case OpKind::AllGatherV:
+    case OpKind::GatherV:
+    case OpKind::ScatterV:
+    case OpKind::ReduceScatterV: buildVariable(c, kind, s, rank, n); break;
     case OpKind::Broadcast:
       c.send = rank == s.root ? pattern(s.root, bytes) : std::vector<uint8_t>(bytes, 0xEE);
       c.recv.assign(bytes, 0xEE);
@@ -271,7 +359,7 @@ OpDesc describeOp(OpKind kind, const Shape& s, RankCase& c) {
   return OpDesc{.kind = kind,
                 .send = c.sendBuffer(),
                 .recv = c.recvBuffer(),
-                .count = s.count,
+                .count = c.count.value_or(s.count),
                 .dtype = s.dtype,
                 .redop = s.redop,
                 .root = s.root,
@@ -282,12 +370,13 @@ OpDesc describeOp(OpKind kind, const Shape& s, RankCase& c) {
 }
 
 bool reduces(OpKind kind) {
-  return kind == OpKind::AllReduce || kind == OpKind::Reduce || kind == OpKind::ReduceScatter;
+  return opHasRedOp(kind);
 }
 
 bool hasInPlaceForm(OpKind kind) {
   return kind == OpKind::AllReduce || kind == OpKind::ReduceScatter || kind == OpKind::AllGather ||
-         kind == OpKind::Broadcast;
+         kind == OpKind::Broadcast || kind == OpKind::AllGatherV || kind == OpKind::ReduceScatterV ||
+         kind == OpKind::Scan || kind == OpKind::Exscan;
 }
 
 // The shapes every rank runs in order: small counts with every type (and
@@ -381,7 +470,9 @@ INSTANTIATE_TEST_SUITE_P(Table, AlgorithmSchedule, ::testing::ValuesIn(stepRows(
 
 TEST(AlgorithmSchedule, EveryCollectiveHasAStepRow) {
   for (OpKind kind : {OpKind::AllReduce, OpKind::Broadcast, OpKind::Reduce, OpKind::AllGather, OpKind::ReduceScatter,
-                      OpKind::AllToAll, OpKind::AllToAllV, OpKind::Gather, OpKind::Scatter, OpKind::Barrier}) {
+                      OpKind::AllToAll, OpKind::AllToAllV, OpKind::Gather, OpKind::Scatter, OpKind::Barrier,
+                      OpKind::AllGatherV, OpKind::GatherV, OpKind::ScatterV, OpKind::ReduceScatterV, OpKind::Scan,
+                      OpKind::Exscan}) {
     bool found = false;
     for (const algo::AlgoRow* row : stepRows()) found = found || row->kind == kind;
     EXPECT_TRUE(found) << opName(kind);

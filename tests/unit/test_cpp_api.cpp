@@ -50,6 +50,45 @@ TEST(CppApi, CollectivesAndExceptions) {
   for (auto& t : ranks) t.join();
 }
 
+// The v-variants and prefix reductions through the C++ layer.
+TEST(CppApi, VCollectivesAndScans) {
+  vigil::RootInfo root = vigil::RootInfo::create();
+  std::vector<std::thread> ranks;
+  for (int r = 0; r < 3; ++r) {
+    ranks.emplace_back([&, r] {
+      vigil::Communicator comm(3, root, r);
+      const size_t counts[3] = {1, 2, 3}, displs[3] = {0, 1, 3};
+      std::vector<int32_t> mine(counts[r], r), all(6, -1);
+      comm.allGatherV(mine.data(), mine.size(), all.data(), counts, displs);
+      EXPECT_EQ(all, (std::vector<int32_t>{0, 1, 1, 2, 2, 2}));
+      std::vector<int32_t> gathered(r == 2 ? 6 : 0, -1);
+      comm.gatherV(mine.data(), mine.size(), gathered.data(), r == 2 ? counts : nullptr, r == 2 ? displs : nullptr, 2);
+      if (r == 2) {
+        EXPECT_EQ(gathered, all);
+      }
+      std::vector<int32_t> back(counts[r], -1);
+      comm.scatterV(r == 0 ? all.data() : nullptr, r == 0 ? counts : nullptr, r == 0 ? displs : nullptr, back.data(),
+                    back.size(), 0);
+      EXPECT_EQ(back, mine);
+      std::vector<int64_t> ones(6, 1), reduced(counts[r], 0);
+      comm.reduceScatterV(ones.data(), reduced.data(), counts);
+      EXPECT_EQ(reduced, std::vector<int64_t>(counts[r], 3));
+      const size_t a2aCounts[3] = {1, 1, 1}, a2aDispls[3] = {0, 1, 2};
+      const int32_t a2aIn[3] = {10 * r, 10 * r + 1, 10 * r + 2};
+      int32_t a2aOut[3] = {};
+      comm.allToAllV(a2aIn, a2aCounts, a2aDispls, a2aOut, a2aCounts, a2aDispls);
+      EXPECT_EQ(a2aOut[0], r);
+      EXPECT_EQ(a2aOut[2], 20 + r);
+      double x = r + 1, inclusive = 0, exclusive = -1;
+      comm.scan(&x, &inclusive, 1);
+      comm.exscan(&x, &exclusive, 1, vigilProd);
+      EXPECT_EQ(inclusive, (r + 1) * (r + 2) / 2);
+      EXPECT_EQ(exclusive, r == 0 ? 1.0 : r == 1 ? 1.0 : 2.0);
+    });
+  }
+  for (auto& t : ranks) t.join();
+}
+
 TEST(CppApi, InitErrorsThrowWithTheirId) {
   try {
     vigil::Communicator comm(2, vigil::RootInfo::create(), 5);
