@@ -252,6 +252,158 @@ py::object scatter(Comm& comm, const py::object& send, const py::object& out, in
   });
 }
 
+// An output of `elements` (flat when new), or the given one if it has room.
+py::array flatOutput(const py::object& out, const py::array& like, size_t elements, const char* what,
+                     const Where& where) {
+  if (out.is_none()) return py::array(like.dtype(), std::vector<py::ssize_t>{static_cast<py::ssize_t>(elements)});
+  py::array result = requireArray(out, "out", where, true);
+  requireSameDtype(result, like, where);
+  if (elements > static_cast<size_t>(result.size())) {
+    refuse("VG-PY-001", where,
+           std::string(what) + " reach element " + std::to_string(elements) + " but out (" + describe(result) +
+               ") has " + std::to_string(result.size()),
+           "pass an out array that holds every block (or out=None)");
+  }
+  return result;
+}
+
+// counts[rank] against this rank's own number of elements.
+void requireOwnCount(const std::vector<size_t>& counts, const char* name, int rank, size_t own, const char* ownName,
+                     const Where& where) {
+  if (counts[static_cast<size_t>(rank)] != own) {
+    refuse("VG-API-023", where,
+           std::string(name) + "[" + std::to_string(rank) + "] = " + std::to_string(counts[static_cast<size_t>(rank)]) +
+               " but " + ownName + " has " + std::to_string(own) + " elements",
+           "make the count of this rank's own block equal to the size of its array");
+  }
+}
+
+py::object allGatherV(Comm& comm, const py::object& send, const py::object& recvCounts, const py::object& out,
+                      const py::object& recvDispls, const py::object& dtype, bool asyncOp) {
+  const Where where = comm.where("all_gather_v");
+  const int n = comm.size();
+  Input in = input(send, "send", dtype, where);
+  const std::vector<size_t> rc = countList(recvCounts, "recv_counts", n, where);
+  const std::vector<size_t> rd = displacements(recvDispls, rc, "recv_displs", n, where);
+  const size_t count = in.array.size();
+  requireOwnCount(rc, "recv_counts", comm.rank(), count, "send", where);
+  py::array result = flatOutput(out, in.array, extent(rc, rd), "recv_counts and recv_displs", where);
+  const Buffers b{in.array.data(), result.mutable_data(), in.type};
+  return comm.issue(where.op, asyncOp, {in.array, result}, result, [&](vigilComm_t c, vigilStream_t s) {
+    return vigilAllGatherV(b.send, count, b.recv, rc.data(), rd.data(), b.type, c, s);
+  });
+}
+
+py::object gatherV(Comm& comm, const py::object& send, const py::object& recvCounts, const py::object& out, int root,
+                   const py::object& recvDispls, const py::object& dtype, bool asyncOp) {
+  const Where where = comm.where("gather_v");
+  checkRoot(comm, root, where);
+  Input in = input(send, "send", dtype, where);
+  const size_t count = in.array.size();
+  if (comm.rank() != root) {  // the counts, displacements and output are the root's
+    const Buffers b{in.array.data(), nullptr, in.type};
+    return comm.issue(where.op, asyncOp, {in.array}, py::none(), [=](vigilComm_t c, vigilStream_t s) {
+      return vigilGatherV(b.send, count, nullptr, nullptr, nullptr, b.type, root, c, s);
+    });
+  }
+  if (recvCounts.is_none()) {
+    refuse("VG-PY-001", where, "recv_counts is None on the root", "pass one element count per rank on the root");
+  }
+  const int n = comm.size();
+  const std::vector<size_t> rc = countList(recvCounts, "recv_counts", n, where);
+  const std::vector<size_t> rd = displacements(recvDispls, rc, "recv_displs", n, where);
+  requireOwnCount(rc, "recv_counts", root, count, "send", where);
+  py::array result = flatOutput(out, in.array, extent(rc, rd), "recv_counts and recv_displs", where);
+  const Buffers b{in.array.data(), result.mutable_data(), in.type};
+  return comm.issue(where.op, asyncOp, {in.array, result}, result, [&](vigilComm_t c, vigilStream_t s) {
+    return vigilGatherV(b.send, count, b.recv, rc.data(), rd.data(), b.type, root, c, s);
+  });
+}
+
+py::object scatterV(Comm& comm, const py::object& send, const py::object& sendCounts, const py::object& out, int root,
+                    const py::object& sendDispls, const py::object& dtype, bool asyncOp) {
+  const Where where = comm.where("scatter_v");
+  checkRoot(comm, root, where);
+  const int n = comm.size(), rank = comm.rank();
+  const bool isRoot = rank == root;
+  if (isRoot && (send.is_none() || sendCounts.is_none())) {
+    refuse("VG-PY-001", where, "send or send_counts is None on the root",
+           "pass the array to scatter and one element count per rank on the root");
+  }
+  const std::vector<size_t> sc =
+      sendCounts.is_none() ? std::vector<size_t>{} : countList(sendCounts, "send_counts", n, where);
+  py::array result;
+  vigilDataType_t type;
+  if (!out.is_none()) {
+    result = requireArray(out, "out", where, true);
+    type = elementType(result, "out", parseDataType(dtype, where), where);
+    if (!sc.empty()) requireOwnCount(sc, "send_counts", rank, static_cast<size_t>(result.size()), "out", where);
+  } else if (!sc.empty() && !send.is_none()) {
+    Input in = input(send, "send", dtype, where);
+    type = in.type;
+    result = py::array(in.array.dtype(), std::vector<py::ssize_t>{static_cast<py::ssize_t>(sc[static_cast<size_t>(rank)])});
+  } else {
+    refuse("VG-PY-001", where, "out is None and this rank cannot tell its block's size",
+           "pass out (room for this rank's block), or send_counts and send (an array of the root's dtype)");
+  }
+  const size_t count = result.size();
+  if (!isRoot) {
+    const Buffers b{nullptr, result.mutable_data(), type};
+    return comm.issue(where.op, asyncOp, {result}, result, [=](vigilComm_t c, vigilStream_t s) {
+      return vigilScatterV(nullptr, nullptr, nullptr, b.recv, count, b.type, root, c, s);
+    });
+  }
+  Input in = input(send, "send", dtype, where);
+  requireSameDtype(result, in.array, where);
+  const std::vector<size_t> sd = displacements(sendDispls, sc, "send_displs", n, where);
+  const size_t sendEnd = extent(sc, sd);
+  if (sendEnd > static_cast<size_t>(in.array.size())) {
+    refuse("VG-PY-001", where,
+           "send_counts and send_displs reach element " + std::to_string(sendEnd) + " but send (" + describe(in.array) +
+               ") has " + std::to_string(in.array.size()),
+           "pass counts and displacements that stay inside send");
+  }
+  const Buffers b{in.array.data(), result.mutable_data(), in.type};
+  return comm.issue(where.op, asyncOp, {in.array, result}, result, [&](vigilComm_t c, vigilStream_t s) {
+    return vigilScatterV(b.send, sc.data(), sd.data(), b.recv, count, b.type, root, c, s);
+  });
+}
+
+py::object reduceScatterV(Comm& comm, const py::object& send, const py::object& recvCounts, const py::object& out,
+                          const py::object& op, const py::object& dtype, bool asyncOp) {
+  const Where where = comm.where("reduce_scatter_v");
+  const int n = comm.size();
+  Input in = input(send, "send", dtype, where);
+  const vigilRedOp_t redOp = parseRedOp(op, where);
+  const std::vector<size_t> rc = countList(recvCounts, "recv_counts", n, where);
+  const size_t total = std::accumulate(rc.begin(), rc.end(), size_t{0});
+  if (total != static_cast<size_t>(in.array.size())) {
+    refuse("VG-PY-001", where,
+           "recv_counts add up to " + std::to_string(total) + " elements but send (" + describe(in.array) + ") has " +
+               std::to_string(in.array.size()),
+           "pass counts whose sum is the size of send (every rank's block, in rank order)");
+  }
+  py::array result = flatOutput(out, in.array, rc[static_cast<size_t>(comm.rank())], "recv_counts", where);
+  const Buffers b{in.array.data(), result.mutable_data(), in.type};
+  return comm.issue(where.op, asyncOp, {in.array, result}, result, [&](vigilComm_t c, vigilStream_t s) {
+    return vigilReduceScatterV(b.send, b.recv, rc.data(), b.type, redOp, c, s);
+  });
+}
+
+py::object scan(Comm& comm, const py::object& send, const py::object& out, const py::object& op,
+                const py::object& dtype, bool asyncOp, bool inclusive) {
+  const Where where = comm.where(inclusive ? "scan" : "exscan");
+  Input in = input(send, "send", dtype, where);
+  const vigilRedOp_t redOp = parseRedOp(op, where);
+  const size_t count = in.array.size();
+  py::array result = outputArray(out, in.array, count, shapeOf(in.array), where);
+  const Buffers b{in.array.data(), result.mutable_data(), in.type};
+  return comm.issue(where.op, asyncOp, {in.array, result}, result, [=](vigilComm_t c, vigilStream_t s) {
+    return inclusive ? vigilScan(b.send, b.recv, count, b.type, redOp, c, s)
+                     : vigilExscan(b.send, b.recv, count, b.type, redOp, c, s);
+  });
+}
+
 py::object barrier(Comm& comm, bool asyncOp) {
   return comm.issue("barrier", asyncOp, {}, py::none(),
                     [](vigilComm_t c, vigilStream_t s) { return vigilBarrier(c, s); });
@@ -344,6 +496,30 @@ void registerCollectives(CommClass& cls) {
           py::arg("root") = 0, py::arg("dtype") = py::none(), py::arg("async_op") = false);
   cls.def("scatter", &scatter, doc::kScatter.c_str(), py::arg("send"), py::arg("out") = py::none(), kw,
           py::arg("root") = 0, py::arg("dtype") = py::none(), py::arg("async_op") = false);
+  cls.def("all_gather_v", &allGatherV, doc::kAllGatherV.c_str(), py::arg("send"), py::arg("recv_counts"),
+          py::arg("out") = py::none(), kw, py::arg("recv_displs") = py::none(), py::arg("dtype") = py::none(),
+          py::arg("async_op") = false);
+  cls.def("gather_v", &gatherV, doc::kGatherV.c_str(), py::arg("send"), py::arg("recv_counts") = py::none(),
+          py::arg("out") = py::none(), kw, py::arg("root") = 0, py::arg("recv_displs") = py::none(),
+          py::arg("dtype") = py::none(), py::arg("async_op") = false);
+  cls.def("scatter_v", &scatterV, doc::kScatterV.c_str(), py::arg("send") = py::none(),
+          py::arg("send_counts") = py::none(), py::arg("out") = py::none(), kw, py::arg("root") = 0,
+          py::arg("send_displs") = py::none(), py::arg("dtype") = py::none(), py::arg("async_op") = false);
+  cls.def("reduce_scatter_v", &reduceScatterV, doc::kReduceScatterV.c_str(), py::arg("send"), py::arg("recv_counts"),
+          py::arg("out") = py::none(), kw, py::arg("op") = "sum", py::arg("dtype") = py::none(),
+          py::arg("async_op") = false);
+  cls.def(
+      "scan",
+      [](Comm& c, const py::object& send, const py::object& out, const py::object& op, const py::object& dtype,
+         bool asyncOp) { return scan(c, send, out, op, dtype, asyncOp, true); },
+      doc::kScan.c_str(), py::arg("send"), py::arg("out") = py::none(), kw, py::arg("op") = "sum",
+      py::arg("dtype") = py::none(), py::arg("async_op") = false);
+  cls.def(
+      "exscan",
+      [](Comm& c, const py::object& send, const py::object& out, const py::object& op, const py::object& dtype,
+         bool asyncOp) { return scan(c, send, out, op, dtype, asyncOp, false); },
+      doc::kExscan.c_str(), py::arg("send"), py::arg("out") = py::none(), kw, py::arg("op") = "sum",
+      py::arg("dtype") = py::none(), py::arg("async_op") = false);
   cls.def("barrier", &barrier, doc::kBarrier.c_str(), kw, py::arg("async_op") = false);
   cls.def("send", &send, doc::kSend.c_str(), py::arg("array"), py::arg("peer"), kw, py::arg("tag") = py::none(),
           py::arg("dtype") = py::none(), py::arg("async_op") = false);

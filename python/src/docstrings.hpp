@@ -24,7 +24,9 @@ inline const std::string kRaises =
     "    A subclass naming the cause when the operation fails on the wire: MismatchError (ranks called\n"
     "    different operations), TimeoutError, RemoteError (a peer died or left), AbortedError, ...\n";
 inline const std::string kRoot = "root : int\n    The rank that holds the data (default 0), the same on every rank.\n";
-inline const std::string kOp = "op : str or ReduceOp\n    'sum' (default), 'prod', 'max', 'min' or 'avg'.\n";
+inline const std::string kOp =
+    "op : str or ReduceOp\n    'sum' (default), 'prod', 'max', 'min', 'avg'; on integers also 'band', 'bor', 'bxor',\n"
+    "    'land', 'lor', 'lxor'.\n";
 
 inline std::string out(const std::string& what) {
   return "out : numpy.ndarray, optional\n"
@@ -109,6 +111,66 @@ inline const std::string kAllToAllV =
     "    Where each rank's block starts (in elements). None: packed, the running sums of the counts.\n" +
     out("room for every received block (flat)") + kDtype + kAsync +
     returns("numpy.ndarray", "The received elements (a new array is flat).") + kRaises;
+
+inline const std::string kAllGatherV =
+    "all_gather_v(send, recv_counts, out=None, *, recv_displs=None, dtype=None, async_op=False)\n"
+    "    -> numpy.ndarray | Work\n\n"
+    "All-gather of blocks of different sizes (MPI_Allgatherv): rank r's `send` lands at recv_displs[r].\n\n" +
+    kParameters + "send : numpy.ndarray\n    This rank's block, read as a flat vector.\n" +
+    "recv_counts : sequence of int\n"
+    "    One element count per rank, the same on every rank; recv_counts[rank] is send.size\n"
+    "    (VG-API-023 otherwise).\n"
+    "recv_displs : sequence of int, optional\n"
+    "    Where each rank's block starts (in elements). None: packed, the running sums of the counts.\n" +
+    out("room for every block (flat)") + kDtype + kAsync +
+    returns("numpy.ndarray", "Every rank's block (a new array is flat).") + kRaises;
+
+inline const std::string kGatherV =
+    "gather_v(send, recv_counts=None, out=None, *, root=0, recv_displs=None, dtype=None, async_op=False)\n"
+    "    -> numpy.ndarray | None | Work\n\n"
+    "Gathers blocks of different sizes on the root (MPI_Gatherv).\n\n" +
+    kParameters + "send : numpy.ndarray\n    This rank's block, read as a flat vector.\n" +
+    "recv_counts, recv_displs : sequence of int\n"
+    "    Read on the root only: one element count per rank, and where each block starts\n"
+    "    (None: packed).\n" +
+    out("room for every block on the root (flat)") + kRoot + kDtype + kAsync +
+    returns("numpy.ndarray or None", "The gathered blocks on the root; None on the other ranks.") + kRaises;
+
+inline const std::string kScatterV =
+    "scatter_v(send=None, send_counts=None, out=None, *, root=0, send_displs=None, dtype=None,\n"
+    "          async_op=False) -> numpy.ndarray | Work\n\n"
+    "Sends the root's block r (send_counts[r] elements at send_displs[r]) to rank r (MPI_Scatterv).\n\n" +
+    kParameters +
+    "send : numpy.ndarray or None\n    The blocks, on the root; elsewhere it gives the dtype of a new output.\n"
+    "send_counts, send_displs : sequence of int\n"
+    "    Needed on the root. Elsewhere send_counts (with send) sizes a new output.\n" +
+    out("this rank's block; needed where send_counts and send are not given") + kRoot + kDtype + kAsync +
+    returns("numpy.ndarray", "This rank's block.") + kRaises;
+
+inline const std::string kReduceScatterV =
+    "reduce_scatter_v(send, recv_counts, out=None, *, op='sum', dtype=None, async_op=False)\n"
+    "    -> numpy.ndarray | Work\n\n"
+    "Reduces every rank's `send` and gives rank r its block of recv_counts[r] elements\n"
+    "(MPI_Reduce_scatter): the blocks lie one after another in rank order.\n\n" +
+    kParameters + "send : numpy.ndarray\n    sum(recv_counts) elements, read as a flat vector.\n" +
+    "recv_counts : sequence of int\n    One element count per rank, the same on every rank.\n" + kOp +
+    out("recv_counts[rank] elements (flat)") + kDtype + kAsync +
+    returns("numpy.ndarray", "This rank's reduced block.") + kRaises;
+
+inline const std::string kScan =
+    "scan(send, out=None, *, op='sum', dtype=None, async_op=False) -> numpy.ndarray | Work\n\n"
+    "Inclusive prefix reduction (MPI_Scan): rank r gets send of ranks 0..r reduced element-wise.\n\n" +
+    kParameters + "send : numpy.ndarray\n    This rank's contribution (the same size on every rank).\n" + kOp +
+    out("send.size elements; may be send itself") + kDtype + kAsync +
+    returns("numpy.ndarray", "The reduction over ranks 0..rank.") + kRaises;
+
+inline const std::string kExscan =
+    "exscan(send, out=None, *, op='sum', dtype=None, async_op=False) -> numpy.ndarray | Work\n\n"
+    "Exclusive prefix reduction (MPI_Exscan): rank r gets send of ranks 0..r-1 reduced; rank 0 gets\n"
+    "the operation's identity (0 for sum, 1 for prod, the lowest value for max, ...).\n\n" +
+    kParameters + "send : numpy.ndarray\n    This rank's contribution (the same size on every rank).\n" + kOp +
+    out("send.size elements; may be send itself") + kDtype + kAsync +
+    returns("numpy.ndarray", "The reduction over ranks 0..rank-1.") + kRaises;
 
 inline const std::string kGather =
     "gather(send, out=None, *, root=0, dtype=None, async_op=False) -> numpy.ndarray | None | Work\n\n"
