@@ -61,6 +61,8 @@ const char* opName(vigilRedOp_t op) {
     case vigilLand: return "land";
     case vigilLor: return "lor";
     case vigilLxor: return "lxor";
+    case vigilMinLoc: return "minloc";
+    case vigilMaxLoc: return "maxloc";
   }
   return "?";
 }
@@ -110,6 +112,8 @@ Pattern::Pattern(vigilDataType_t type, bool reduction, vigilRedOp_t op, int nran
     case vigilLand:
     case vigilLor:
     case vigilLxor:  // not measured (-o takes sum, prod, max, min, avg): checked as max/min would be
+    case vigilMinLoc:
+    case vigilMaxLoc:
     case vigilMax:
     case vigilMin:
       kind_ = Kind::MaxMin;

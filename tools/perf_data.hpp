@@ -97,6 +97,7 @@ void withCodec(vigilDataType_t type, Fn&& fn) {
     case vigilFloat32: return fn(NativeCodec<float>{});
     case vigilFloat64: return fn(NativeCodec<double>{});
     case vigilBfloat16: return fn(Bfloat16Codec{});
+    default: return;  // the (value, index) pairs: vigil-perf does not offer them
   }
 }
 

@@ -72,6 +72,14 @@ typedef enum VIGIL_ENUM_INT {
   vigilFloat32 = 7,
   vigilFloat64 = 8,
   vigilBfloat16 = 9,
+  /* (value, index) pairs for vigilMinLoc and vigilMaxLoc, laid out as the
+     structs below (MPI's MPI_FLOAT_INT, MPI_DOUBLE_INT, MPI_2INT and
+     MPI_LONG_INT). Every collective moves them; they reduce with vigilMinLoc
+     and vigilMaxLoc only, and those two reduce nothing else (VG-API-003). */
+  vigilFloat32Int32 = 10, /* vigilFloat32Int32_t,  8 bytes */
+  vigilFloat64Int32 = 11, /* vigilFloat64Int32_t, 16 bytes */
+  vigilInt32Int32 = 12,   /* vigilInt32Int32_t,    8 bytes */
+  vigilInt64Int32 = 13,   /* vigilInt64Int32_t,   16 bytes */
   /* NCCL's other names for the same types */
   vigilChar = vigilInt8,
   vigilInt = vigilInt32,
@@ -95,8 +103,44 @@ typedef enum VIGIL_ENUM_INT {
   vigilBxor = 7,
   vigilLand = 8,
   vigilLor = 9,
-  vigilLxor = 10
+  vigilLxor = 10,
+  vigilMinLoc = 11,
+  vigilMaxLoc = 12
 } vigilRedOp_t;
+/* Values from vigilRedOpCreatePreMulSum are at least this (one
+   communicator's operators; another communicator refuses them). */
+#define VIGIL_REDOP_CREATED_FIRST 0x1000
+
+/* vigilMinLoc / vigilMaxLoc: the pair with the least (greatest) value, and of
+   equal values the one with the lesser index, as MPI's MINLOC/MAXLOC. A NaN
+   value ranks beyond every number for both (it propagates, as through
+   vigilMin/vigilMax); of two NaN values the lesser index wins. */
+typedef struct {
+  float value;
+  int32_t index;
+} vigilFloat32Int32_t;
+typedef struct {
+  double value;
+  int32_t index;
+  int32_t padding; /* the C layout of { double; int }: sent as it is */
+} vigilFloat64Int32_t;
+typedef struct {
+  int32_t value;
+  int32_t index;
+} vigilInt32Int32_t;
+typedef struct {
+  int64_t value;
+  int32_t index;
+  int32_t padding;
+} vigilInt64Int32_t;
+
+/* Where vigilRedOpCreatePreMulSum's scalar lives (NCCL's names and values):
+   vigilScalarHostImmediate: read once, by the create call;
+   vigilScalarDevice: read by each operation when it runs, in stream order
+   (vigil's buffers are host memory, so "device" is the memory of the
+   operations' buffers: the pointer must stay valid while the operator is
+   used). */
+typedef enum VIGIL_ENUM_INT { vigilScalarDevice = 0, vigilScalarHostImmediate = 1 } vigilScalarResidence_t;
 
 /* ---- Version, errors ---------------------------------------------------- */
 
@@ -207,6 +251,18 @@ VIGIL_API vigilResult_t vigilLaunchHostFunc(vigilStream_t stream, vigilHostFn_t 
    stream): after the operations queued before it, before those queued after
    it, so a copy of a buffer that a queued receive fills sees the received
    data. NULL stream: now. Overlapping ranges are copied as memmove does. */
+/* A reduction operator for this communicator: the sum of scalar * input over
+   the ranks (NCCL's ncclRedOpCreatePreMulSum). Each rank passes its own
+   scalar, of `datatype`, which must be the data type of every operation the
+   operator is used in (VG-API-003 otherwise); any numeric type but the
+   (value, index) pairs. Every rank of an operation must use a pre-multiplied
+   sum (the fingerprint checks it), not necessarily with the same scalar. Use
+   the operator in any reducing collective of `comm` (not avg's division: the
+   result is the plain sum of the scaled inputs). vigilRedOpDestroy frees it;
+   operations already queued keep what they need. */
+VIGIL_API vigilResult_t vigilRedOpCreatePreMulSum(vigilRedOp_t* op, void* scalar, vigilDataType_t datatype,
+                                                  vigilScalarResidence_t residence, vigilComm_t comm);
+VIGIL_API vigilResult_t vigilRedOpDestroy(vigilRedOp_t op, vigilComm_t comm);
 VIGIL_API vigilResult_t vigilMemcpyAsync(void* dst, const void* src, size_t bytes, vigilStream_t stream);
 VIGIL_API vigilResult_t vigilEventCreate(vigilEvent_t* event);
 VIGIL_API vigilResult_t vigilEventRecord(vigilEvent_t event, vigilStream_t stream);

@@ -93,6 +93,23 @@ template <>
 struct DataType<double> {
   static constexpr vigilDataType_t value = vigilFloat64;
 };
+// The (value, index) pairs of vigilMinLoc / vigilMaxLoc.
+template <>
+struct DataType<vigilFloat32Int32_t> {
+  static constexpr vigilDataType_t value = vigilFloat32Int32;
+};
+template <>
+struct DataType<vigilFloat64Int32_t> {
+  static constexpr vigilDataType_t value = vigilFloat64Int32;
+};
+template <>
+struct DataType<vigilInt32Int32_t> {
+  static constexpr vigilDataType_t value = vigilInt32Int32;
+};
+template <>
+struct DataType<vigilInt64Int32_t> {
+  static constexpr vigilDataType_t value = vigilInt64Int32;
+};
 
 class RootInfo {
  public:
@@ -160,6 +177,23 @@ class Communicator {
     check(vigilCommCount(comm_, &n), comm_);
     return n;
   }
+  // An operator summing scalar * input over the ranks, for T's data type
+  // (vigilRedOpCreatePreMulSum; immediate: the value now, device: *scalar
+  // when each op runs). Free it with destroyRedOp.
+  template <class T>
+  vigilRedOp_t createPreMulSum(T scalar) const {
+    vigilRedOp_t op{};
+    check(vigilRedOpCreatePreMulSum(&op, &scalar, DataType<T>::value, vigilScalarHostImmediate, comm_), comm_);
+    return op;
+  }
+  template <class T>
+  vigilRedOp_t createPreMulSumOf(const T* scalar) const {
+    vigilRedOp_t op{};
+    check(vigilRedOpCreatePreMulSum(&op, const_cast<T*>(scalar), DataType<T>::value, vigilScalarDevice, comm_),
+          comm_);
+    return op;
+  }
+  void destroyRedOp(vigilRedOp_t op) const { check(vigilRedOpDestroy(op, comm_), comm_); }
   // The sticky error of an earlier failed operation, or vigilSuccess.
   vigilResult_t asyncError() const {
     vigilResult_t e = vigilSuccess;

@@ -46,9 +46,18 @@ struct OpDesc {
   bool tagged = false;
   int tag = 0;
   vigilStatus* status = nullptr;
+  // A pre-multiplied sum (redop kRedOpPreMulSum, from an operator of
+  // vigilRedOpCreatePreMulSum): this rank's scalar, one element of dtype,
+  // read when the op runs: what preMulScalar points to (vigilScalarDevice),
+  // else preMulValue's bytes (vigilScalarHostImmediate). Only
+  // Communicator::resolveRedOp sets preMul.
+  bool preMul = false;
+  const void* preMulScalar = nullptr;
+  uint64_t preMulValue = 0;
 
   bool hasRedOp() const { return opHasRedOp(kind); }
   bool hasRoot() const { return opHasRoot(kind); }
+  const void* preMulFactor() const { return preMulScalar != nullptr ? preMulScalar : &preMulValue; }
 };
 
 // An OpDesc that owns its count and displacement arrays: queued work must

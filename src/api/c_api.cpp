@@ -27,10 +27,13 @@ namespace {
 // also the last error of each of them (vigilGetLastError(comm) after it).
 thread_local std::vector<vigilComm_t> groupComms;
 
-vigilResult_t submit(vigilComm_t comm, vigilStream_t stream, const OpDesc& op) {
+vigilResult_t submit(vigilComm_t comm, vigilStream_t stream, const OpDesc& given) {
   return api::guarded(comm, [&] {
     std::shared_ptr<Communicator> c = api::acquire(comm);
     std::shared_ptr<Stream> s = api::streamOf(stream);
+    OpDesc resolved;  // a call naming an operator of vigilRedOpCreatePreMulSum
+    const OpDesc& op =
+        given.hasRedOp() && createdRedOp(given.redop) ? (resolved = c->resolveRedOp(given)) : given;
     if (group::active() && op.tagged && op.peer == VIGIL_ANY_SOURCE) {
       c->validate(op);
       c->error(Errc::ApiBadTag)
@@ -477,6 +480,19 @@ vigilResult_t vigilExscan(const void* sendbuff, void* recvbuff, size_t count, vi
                        .count = count,
                        .dtype = datatype,
                        .redop = op});
+}
+
+vigilResult_t vigilRedOpCreatePreMulSum(vigilRedOp_t* op, void* scalar, vigilDataType_t datatype,
+                                        vigilScalarResidence_t residence, vigilComm_t comm) {
+  return api::guarded(comm, [&] {
+    std::shared_ptr<Communicator> c = api::acquire(comm);
+    if (op == nullptr) c->error(Errc::ApiNullArgument).op("vigilRedOpCreatePreMulSum").cause("op is NULL").raise();
+    *op = c->createPreMulSum(scalar, datatype, residence);
+  });
+}
+
+vigilResult_t vigilRedOpDestroy(vigilRedOp_t op, vigilComm_t comm) {
+  return api::guarded(comm, [&] { api::acquire(comm)->destroyRedOp(op); });
 }
 
 vigilResult_t vigilBarrier(vigilComm_t comm, vigilStream_t stream) {

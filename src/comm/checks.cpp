@@ -100,7 +100,8 @@ uint64_t digest(const void* data, size_t bytes) {
 }
 
 int64_t firstNonFinite(Span s, vigilDataType_t dtype) {
-  if (s.data == nullptr || s.count == 0 || !isFloating(dtype)) return -1;
+  const bool floatPairs = dtype == vigilFloat32Int32 || dtype == vigilFloat64Int32;  // their values
+  if (s.data == nullptr || s.count == 0 || !(isFloating(dtype) || floatPairs)) return -1;
   size_t at = reduce::findNonFinite(s.data, s.count, dtype);
   return at == SIZE_MAX ? -1 : static_cast<int64_t>(at);
 }

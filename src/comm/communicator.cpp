@@ -164,7 +164,11 @@ void Communicator::runCollective(const OpDesc& op) {
   if (algorithm.needs == algo::Needs::LoadStore) loadStore_->publishFingerprint(op_.header);
   VIGIL_LOG_AT(LogLevel::Trace, rank_, op_.label, " seq ", seq, " count ", op.count, " ", dtypeName(op.dtype));
 
-  algorithm.run(*this, op);
+  if (op.hasRedOp() && op.preMul) {
+    algorithm.run(*this, preMultiplied(op));
+  } else {
+    algorithm.run(*this, op);
+  }
   if (nranks_ > 1 && !op_.heardByRight) control_.pushFingerprint(op_.header);
   if (nranks_ > 1 && !op_.heardFromLeft) confirmWithLeftNeighbour();
   completedSeq_.store(seq);  // the data moved consistently, whatever the numbers say

@@ -97,6 +97,15 @@ class Communicator : public algo::LoadStoreRunner, public algo::HierarchicalRunn
     faults_.serve(outerName, std::move(outerRanks));
   }
 
+  // Reduction operators of vigilRedOpCreatePreMulSum (comm/redops.cpp).
+  // Local calls: each rank makes its own, with its own scalar.
+  vigilRedOp_t createPreMulSum(const void* scalar, vigilDataType_t dtype, vigilScalarResidence_t residence);
+  void destroyRedOp(vigilRedOp_t op);
+  // `op` with a created operator replaced by what it stands for
+  // (kRedOpPreMulSum and this rank's scalar); VG-API-003 for an operator
+  // this communicator does not have, or one made for another data type.
+  OpDesc resolveRedOp(const OpDesc& op) const;
+
   // This communicator's n-th MoE dispatch (every rank counts the same).
   uint64_t nextMoeDispatch() { return ++moeDispatches_; }
 
@@ -209,6 +218,9 @@ class Communicator : public algo::LoadStoreRunner, public algo::HierarchicalRunn
 
   void wakeWaiters();  // the control thread's wake hook: the transport's sleepers, then addWaker's
   void runCollective(const OpDesc& op);
+  // A pre-multiplied sum as the algorithms run it: a sum of this rank's
+  // input times its scalar, kept in preMulInput_ (comm/redops.cpp).
+  OpDesc preMultiplied(const OpDesc& op);
   size_t opBytes(const OpDesc& op) const;
   void runPointToPointBatch(std::span<const OpDesc> ops, ExchangeWork* work = nullptr);
   void copyToSelf(std::span<const OpDesc> ops);
@@ -291,6 +303,15 @@ class Communicator : public algo::LoadStoreRunner, public algo::HierarchicalRunn
   uint64_t arrivals_ = 0;
   int anySourceStart_ = 0;  // any-source waits look at the peers from here, in turn
   std::vector<uint8_t> scratch_;
+  std::vector<uint8_t> preMulInput_;  // guarded by opMutex_
+  struct CreatedRedOp {
+    vigilDataType_t dtype;
+    const void* scalar;  // vigilScalarDevice; null: `value` holds it
+    uint64_t value;
+  };
+  mutable std::mutex redOpsMutex_;  // taken by calls that name a created operator only
+  std::unordered_map<int, CreatedRedOp> redOps_;
+  int nextRedOp_ = VIGIL_REDOP_CREATED_FIRST;  // never reused: a destroyed operator stays refused
   const std::vector<int> allPeers_;  // every rank but this one
   FaultReporter faults_;
   algo::AlgoOverrides algoOverrides_;  // VIGIL_ALGO

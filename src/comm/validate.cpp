@@ -60,15 +60,7 @@ class OpCheck {
   void scalars() const {
     if (!validDataType(op_.dtype))
       fail(Errc::ApiBadDataType).cause("data type ", int(op_.dtype), " is not a vigilDataType_t").raise();
-    if (op_.hasRedOp() && !validRedOp(op_.redop)) {
-      fail(Errc::ApiBadRedOp).cause("reduction ", int(op_.redop), " is not a vigilRedOp_t").raise();
-    }
-    if (op_.hasRedOp() && integerOnlyRedOp(op_.redop) && isFloatingType(op_.dtype)) {
-      fail(Errc::ApiBadRedOp)
-          .cause("reduction ", redOpName(op_.redop), " is defined on integer data types only, not on ",
-                 dtypeName(op_.dtype))
-          .raise();
-    }
+    if (op_.hasRedOp()) redOp();
     const int nranks = comm_.nranks();
     if (op_.hasRoot() && (op_.root < 0 || op_.root >= nranks)) {
       fail(Errc::ApiBadRoot).cause("root ", op_.root, " is outside [0, ", nranks, ")").raise();
@@ -84,6 +76,36 @@ class OpCheck {
       fail(Errc::ApiBadTag)
           .cause("tag ", op_.tag, " is negative",
                  op_.kind == OpKind::Send ? " (a send names its tag; VIGIL_ANY_TAG is for receives)" : "")
+          .raise();
+    }
+  }
+
+  // The operator is one vigil has, and defined on the data type.
+  void redOp() const {
+    const vigilRedOp_t op = op_.redop;
+    if (op == kRedOpPreMulSum ? !op_.preMul : !validRedOp(op)) {
+      fail(Errc::ApiBadRedOp)
+          .cause("reduction ", int(op), " is not a vigilRedOp_t",
+                 createdRedOp(op) ? " nor an operator of this communicator" : "")
+          .raise();
+    }
+    if (integerOnlyRedOp(op) && isFloatingType(op_.dtype)) {
+      fail(Errc::ApiBadRedOp)
+          .cause("reduction ", redOpName(op), " is defined on integer data types only, not on ", dtypeName(op_.dtype))
+          .raise();
+    }
+    if (locRedOp(op) && !isLocPairType(op_.dtype)) {
+      fail(Errc::ApiBadRedOp)
+          .cause("reduction ", redOpName(op),
+                 " is defined on the (value, index) pair types only (vigilFloat32Int32, vigilFloat64Int32, "
+                 "vigilInt32Int32, vigilInt64Int32), not on ",
+                 dtypeName(op_.dtype))
+          .raise();
+    }
+    if (!locRedOp(op) && isLocPairType(op_.dtype)) {
+      fail(Errc::ApiBadRedOp)
+          .cause("reduction ", redOpName(op), " is not defined on the (value, index) pair type ", dtypeName(op_.dtype),
+                 ": reduce pairs with vigilMinLoc or vigilMaxLoc")
           .raise();
     }
   }

@@ -8,10 +8,25 @@
 namespace vigil {
 
 inline bool validDataType(int dtype) {
-  return dtype >= vigilInt8 && dtype <= vigilBfloat16;
+  return dtype >= vigilInt8 && dtype <= vigilInt64Int32;
 }
+// The built-in operators. A pre-multiplied sum (vigilRedOpCreatePreMulSum)
+// reaches the communicator as kRedOpPreMulSum with its scalar in the OpDesc.
 inline bool validRedOp(int op) {
-  return op >= vigilSum && op <= vigilLxor;
+  return op >= vigilSum && op <= vigilMaxLoc;
+}
+inline constexpr vigilRedOp_t kRedOpPreMulSum = static_cast<vigilRedOp_t>(64);
+inline bool createdRedOp(int op) {
+  return op >= VIGIL_REDOP_CREATED_FIRST;
+}
+
+// The (value, index) pair types and the two operators defined on them (and
+// only on them).
+inline bool isLocPairType(vigilDataType_t dtype) {
+  return dtype >= vigilFloat32Int32 && dtype <= vigilInt64Int32;
+}
+inline bool locRedOp(vigilRedOp_t op) {
+  return op == vigilMinLoc || op == vigilMaxLoc;
 }
 
 // The bitwise and logical reductions: defined on integer data types only.
@@ -35,6 +50,10 @@ inline size_t dtypeSize(vigilDataType_t dtype) {
     case vigilInt64:
     case vigilUint64:
     case vigilFloat64: return 8;
+    case vigilFloat32Int32:
+    case vigilInt32Int32: return 8;
+    case vigilFloat64Int32:
+    case vigilInt64Int32: return 16;
   }
   return 0;
 }

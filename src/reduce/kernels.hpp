@@ -30,6 +30,12 @@ KernelIsa activeKernelIsa();
 // same machine. Returns the set that was active before.
 KernelIsa setKernelIsaForTesting(KernelIsa isa);
 
+// The (value, index) pairs (reduce_loc.cpp): false, having done nothing, for
+// any other data type.
+bool locReduceInto(void* dst, const void* a, const void* b, size_t count, vigilDataType_t dtype, vigilRedOp_t op);
+bool locFillIdentity(void* buf, size_t count, vigilDataType_t dtype, vigilRedOp_t op);
+size_t locFindNonFinite(const void* buf, size_t count, vigilDataType_t dtype);
+
 #if VIGIL_REDUCE_HAVE_AVX2
 namespace avx2 {
 

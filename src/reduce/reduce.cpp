@@ -258,6 +258,7 @@ void reduceTyped(void* dst, const void* a, const void* b, size_t count, vigilRed
         }
       }
       return;
+    default: return;  // minloc/maxloc: pairs only
   }
 }
 
@@ -274,6 +275,7 @@ void reduceScalar(void* dst, const void* a, const void* b, size_t count, vigilDa
     case vigilFloat32: return reduceTyped<Native<float>, kInPlace>(dst, a, b, count, op);
     case vigilFloat64: return reduceTyped<Native<double>, kInPlace>(dst, a, b, count, op);
     case vigilBfloat16: return reduceTyped<Bfloat16, kInPlace>(dst, a, b, count, op);
+    default: return;  // the pairs: locReduceInto
   }
 }
 
@@ -371,6 +373,7 @@ void reduceInPlace(void* dst, const void* src, size_t count, vigilDataType_t dty
 }
 
 void reduceInto(void* dst, const void* a, const void* b, size_t count, vigilDataType_t dtype, vigilRedOp_t op) {
+  if (locReduceInto(dst, a, b, count, dtype, op)) return;
 #if VIGIL_REDUCE_HAVE_AVX2
   if (useAvx2() && avx2::reduceInto(dst, a, b, count, dtype, op)) return;
 #endif
@@ -410,6 +413,7 @@ void fillIdentityTyped(void* buf, size_t count, vigilRedOp_t op) {
 }  // namespace
 
 void fillIdentity(void* buf, size_t count, vigilDataType_t dtype, vigilRedOp_t op) {
+  if (locFillIdentity(buf, count, dtype, op)) return;
   switch (dtype) {
     case vigilInt8: return fillIdentityTyped<Native<int8_t>>(buf, count, op);
     case vigilUint8: return fillIdentityTyped<Native<uint8_t>>(buf, count, op);
@@ -421,6 +425,38 @@ void fillIdentity(void* buf, size_t count, vigilDataType_t dtype, vigilRedOp_t o
     case vigilFloat32: return fillIdentityTyped<Native<float>>(buf, count, op);
     case vigilFloat64: return fillIdentityTyped<Native<double>>(buf, count, op);
     case vigilBfloat16: return fillIdentityTyped<Bfloat16>(buf, count, op);
+    default: return;
+  }
+}
+
+namespace {
+
+template <typename Codec>
+void scaleTyped(void* dst, const void* src, size_t count, const void* scalar) {
+  using S = typename Codec::Storage;
+  S stored;
+  std::memcpy(&stored, scalar, sizeof stored);
+  const typename Codec::Value w = Codec::load(stored);
+  auto* d = static_cast<S*>(dst);
+  const auto* x = static_cast<const S*>(src);
+  for (size_t i = 0; i < count; ++i) d[i] = Codec::store(ProdOp::apply(w, Codec::load(x[i])));
+}
+
+}  // namespace
+
+void scaleInto(void* dst, const void* src, size_t count, vigilDataType_t dtype, const void* scalar) {
+  switch (dtype) {
+    case vigilInt8: return scaleTyped<Native<int8_t>>(dst, src, count, scalar);
+    case vigilUint8: return scaleTyped<Native<uint8_t>>(dst, src, count, scalar);
+    case vigilInt32: return scaleTyped<Native<int32_t>>(dst, src, count, scalar);
+    case vigilUint32: return scaleTyped<Native<uint32_t>>(dst, src, count, scalar);
+    case vigilInt64: return scaleTyped<Native<int64_t>>(dst, src, count, scalar);
+    case vigilUint64: return scaleTyped<Native<uint64_t>>(dst, src, count, scalar);
+    case vigilFloat16: return scaleTyped<Float16>(dst, src, count, scalar);
+    case vigilFloat32: return scaleTyped<Native<float>>(dst, src, count, scalar);
+    case vigilFloat64: return scaleTyped<Native<double>>(dst, src, count, scalar);
+    case vigilBfloat16: return scaleTyped<Bfloat16>(dst, src, count, scalar);
+    default: return;  // the pairs have no pre-multiplied sum
   }
 }
 
@@ -440,6 +476,7 @@ void divideInPlace(void* buf, size_t count, vigilDataType_t dtype, int divisor) 
     case vigilFloat32: return divideTyped<Native<float>>(buf, count, divisor);
     case vigilFloat64: return divideTyped<Native<double>>(buf, count, divisor);
     case vigilBfloat16: return divideTyped<Bfloat16>(buf, count, divisor);
+    default: return;
   }
 }
 
@@ -480,8 +517,8 @@ size_t findNonFinite(const void* buf, size_t count, vigilDataType_t dtype) {
     case vigilBfloat16: return findIf<uint16_t>(buf, count, [](uint16_t h) { return (h & 0x7F80u) == 0x7F80u; });
     case vigilFloat32: return findIf<float>(buf, count, nonFiniteValue<float>);
     case vigilFloat64: return findIf<double>(buf, count, nonFiniteValue<double>);
-    default:  // integer types
-      return SIZE_MAX;
+    default:  // integer types and the pairs
+      return locFindNonFinite(buf, count, dtype);
   }
 }
 

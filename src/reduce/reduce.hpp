@@ -15,7 +15,9 @@
 //    give the second input on ties (+0 vs -0);
 //  - float16/bfloat16 are widened to float32 per element, combined, and
 //    rounded back once (round to nearest even);
-//  - vigilAvg reduces as vigilSum; the caller finishes it with divideInPlace.
+//  - vigilAvg reduces as vigilSum; the caller finishes it with divideInPlace;
+//  - vigilMinLoc/vigilMaxLoc reduce the (value, index) pair types
+//    (reduce_loc.cpp), and nothing else; the other ops never meet those.
 // NaN payloads are deterministic too: a NaN result is the first operand's NaN
 // (dst's, or a's) if it has one, else the second's; sum/prod/avg quiet it.
 //
@@ -42,6 +44,11 @@ void reduceInto(void* dst, const void* a, const void* b, size_t count, vigilData
 // lowest integer) for max, +inf (the highest integer) for min.
 void fillIdentity(void* buf, size_t count, vigilDataType_t dtype, vigilRedOp_t op);
 
+// dst[i] = scalar * src[i] for i in [0, count) (a pre-multiplied sum's
+// input), with scalar one element of dtype; in dtype's arithmetic as prod
+// (integers wrap, half types through float32, rounded once). dst may be src.
+void scaleInto(void* dst, const void* src, size_t count, vigilDataType_t dtype, const void* scalar);
+
 // buf[i] /= divisor for i in [0, count). Integers truncate toward zero; floats
 // use IEEE division (half types through float32). divisor must be >= 1 (it is
 // the rank count); smaller values do nothing.
@@ -53,8 +60,9 @@ void divideInPlace(void* buf, size_t count, vigilDataType_t dtype, int divisor);
 // kernel set gives the same bits. x may be unaligned. (MoE combine.)
 void weightedAccumulate(float* acc, float w, const void* x, size_t count, vigilDataType_t xType);
 
-// Index of the first NaN or +-Inf element, or SIZE_MAX if there is none.
-// Integer types never hold one, so they always give SIZE_MAX.
+// Index of the first NaN or +-Inf element (for the float pairs: value), or
+// SIZE_MAX if there is none. Integer types never hold one, so they always
+// give SIZE_MAX.
 size_t findNonFinite(const void* buf, size_t count, vigilDataType_t dtype);
 
 }  // namespace vigil::reduce

@@ -376,8 +376,8 @@ VIGIL_AVX2 bool reduceInto(void* dst, const void* a, const void* b, size_t count
     case vigilFloat32: return reduceTyped<NativeCodec<float>>(dst, a, b, count, op);
     case vigilFloat64: return reduceTyped<NativeCodec<double>>(dst, a, b, count, op);
     case vigilBfloat16: return reduceTyped<Bfloat16Codec>(dst, a, b, count, op);
+    default: return false;  // the pairs
   }
-  return false;
 }
 
 // Integer division has no AVX2 instruction and averaging integers is rare, so

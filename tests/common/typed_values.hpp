@@ -25,6 +25,11 @@ inline void storeValue(vigilDataType_t t, void* base, size_t i, double v) {
     case vigilFloat32: put(static_cast<float>(v)); break;
     case vigilFloat64: put(v); break;
     case vigilBfloat16: put(floatToBfloat16(static_cast<float>(v))); break;
+    // The (value, index) pairs: v and the element's position.
+    case vigilFloat32Int32: put(vigilFloat32Int32_t{static_cast<float>(v), static_cast<int32_t>(i)}); break;
+    case vigilFloat64Int32: put(vigilFloat64Int32_t{v, static_cast<int32_t>(i), 0}); break;
+    case vigilInt32Int32: put(vigilInt32Int32_t{static_cast<int32_t>(v), static_cast<int32_t>(i)}); break;
+    case vigilInt64Int32: put(vigilInt64Int32_t{static_cast<int64_t>(v), static_cast<int32_t>(i), 0}); break;
   }
 }
 

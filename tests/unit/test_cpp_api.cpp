@@ -84,6 +84,23 @@ TEST(CppApi, VCollectivesAndScans) {
       comm.exscan(&x, &exclusive, 1, vigilProd);
       EXPECT_EQ(inclusive, (r + 1) * (r + 2) / 2);
       EXPECT_EQ(exclusive, r == 0 ? 1.0 : r == 1 ? 1.0 : 2.0);
+      // MAXLOC on the pair structs, and a pre-multiplied sum (each rank its own scalar).
+      const vigilFloat32Int32_t mine2{r == 1 ? 9.0f : 1.0f, r}, none{0, -1};
+      vigilFloat32Int32_t best = none;
+      comm.allReduce(&mine2, &best, 1, vigilMaxLoc);
+      EXPECT_EQ(best.value, 9.0f);
+      EXPECT_EQ(best.index, 1);
+      const vigilRedOp_t scaled = comm.createPreMulSum(double(r + 1));
+      double one = 1, total = 0;
+      comm.allReduce(&one, &total, 1, scaled);
+      EXPECT_EQ(total, 6.0);
+      comm.destroyRedOp(scaled);
+      try {
+        comm.allReduce(&one, &total, 1, scaled);
+        ADD_FAILURE() << "a destroyed operator was accepted";
+      } catch (const vigil::Error& e) {
+        EXPECT_EQ(e.id(), "VG-API-003");
+      }
     });
   }
   for (auto& t : ranks) t.join();
