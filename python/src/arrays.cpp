@@ -23,6 +23,8 @@ constexpr TypeRow kTypes[] = {
     {vigilUint32, "uint32", 4},     {vigilInt64, "int64", 8},     {vigilUint64, "uint64", 8},
     {vigilFloat16, "float16", 2},   {vigilFloat32, "float32", 4}, {vigilFloat64, "float64", 8},
     {vigilBfloat16, "bfloat16", 2},
+    {vigilFloat32Int32, "float32_int32", 8}, {vigilFloat64Int32, "float64_int32", 16},
+    {vigilInt32Int32, "int32_int32", 8},     {vigilInt64Int32, "int64_int32", 16},
 };
 
 struct OpRow {
@@ -32,9 +34,12 @@ struct OpRow {
 
 constexpr OpRow kOps[] = {{vigilSum, "sum"},   {vigilProd, "prod"}, {vigilMax, "max"},  {vigilMin, "min"},
                           {vigilAvg, "avg"},   {vigilBand, "band"}, {vigilBor, "bor"},  {vigilBxor, "bxor"},
-                          {vigilLand, "land"}, {vigilLor, "lor"},   {vigilLxor, "lxor"}};
+                          {vigilLand, "land"}, {vigilLor, "lor"},   {vigilLxor, "lxor"},
+                          {vigilMinLoc, "minloc"}, {vigilMaxLoc, "maxloc"}};
 
-const char* kTypeList = "int8, uint8, int32, uint32, int64, uint64, float16, float32, float64, bfloat16";
+const char* kTypeList =
+    "int8, uint8, int32, uint32, int64, uint64, float16, float32, float64, bfloat16 (and for minloc/maxloc the "
+    "(value, index) pair dtypes vigil.FLOAT32_INT32, vigil.FLOAT64_INT32, vigil.INT32_INT32, vigil.INT64_INT32)";
 
 std::string lower(std::string text) {
   std::transform(text.begin(), text.end(), text.begin(), [](unsigned char c) { return std::tolower(c); });
@@ -58,7 +63,27 @@ std::optional<vigilDataType_t> nativeType(const py::dtype& dtype) {
   if (kind == 'f' && size == 8) return vigilFloat64;
   // ml_dtypes.bfloat16 (as used by JAX) names itself; numpy has no bfloat16.
   if (size == 2 && std::string(py::str(dtype.attr("name"))) == "bfloat16") return vigilBfloat16;
+  // The (value, index) pairs: a structured dtype of two fields laid out as
+  // vigil's structs (vigil.FLOAT32_INT32 ... are such dtypes).
+  if (kind == 'V' && !dtype.attr("names").is_none() && py::len(dtype.attr("names")) == 2) {
+    const py::tuple names = dtype.attr("names");
+    const py::object fields = dtype.attr("fields");
+    const py::tuple first = fields[names[0]], second = fields[names[1]];
+    const py::dtype v = first[0].cast<py::dtype>(), i = second[0].cast<py::dtype>();
+    const bool indexOk = i.kind() == 'i' && i.itemsize() == 4 && first[1].cast<int>() == 0 && i.byteorder() != '>';
+    const int indexAt = second[1].cast<int>();
+    if (indexOk && v.byteorder() != '>') {
+      if (v.kind() == 'f' && v.itemsize() == 4 && indexAt == 4 && size == 8) return vigilFloat32Int32;
+      if (v.kind() == 'f' && v.itemsize() == 8 && indexAt == 8 && size == 16) return vigilFloat64Int32;
+      if (v.kind() == 'i' && v.itemsize() == 4 && indexAt == 4 && size == 8) return vigilInt32Int32;
+      if (v.kind() == 'i' && v.itemsize() == 8 && indexAt == 8 && size == 16) return vigilInt64Int32;
+    }
+  }
   return std::nullopt;
+}
+
+bool isBool(const py::dtype& dtype) {
+  return dtype.kind() == 'b';
 }
 
 bool isUint16(const py::dtype& dtype) {
@@ -116,7 +141,8 @@ vigilRedOp_t parseRedOp(const py::object& op, const Where& where) {
     }
   }
   refuse("VG-API-003", where, "op=" + std::string(py::repr(op)) + " is not a reduction",
-         "pass one of 'sum', 'prod', 'max', 'min', 'avg' or a vigil.ReduceOp");
+         "pass one of 'sum', 'prod', 'max', 'min', 'avg', 'band', 'bor', 'bxor', 'land', 'lor', 'lxor', 'minloc', "
+         "'maxloc' or a vigil.ReduceOp");
 }
 
 py::array requireArray(const py::object& value, const char* name, const Where& where, bool output) {
@@ -158,6 +184,46 @@ vigilDataType_t elementType(const py::array& array, const char* name, std::optio
            std::string("use one of ") + kTypeList + hint);
   }
   return *native;
+}
+
+Moved movedType(const py::array& array, const char* name, std::optional<vigilDataType_t> explicitType,
+                const Where& where) {
+  const py::dtype dtype = array.dtype();
+  if (explicitType || nativeType(dtype)) return {elementType(array, name, explicitType, where), 1};
+  // bool, int16, uint16, complex, other structured dtypes, ...: their bytes.
+  return {vigilUint8, static_cast<size_t>(dtype.itemsize())};
+}
+
+Moved reducedType(const py::array& array, const char* name, std::optional<vigilDataType_t> explicitType,
+                  vigilRedOp_t op, const Where& where) {
+  const py::dtype dtype = array.dtype();
+  std::string opName = std::to_string(int(op));
+  for (const OpRow& row : kOps) {
+    if (row.op == op) opName = row.name;
+  }
+  if (!explicitType && isBool(dtype)) {
+    // numpy bools are bytes of 0 or 1, which these reductions keep 0 or 1.
+    const bool defined = op == vigilBand || op == vigilBor || op == vigilBxor || op == vigilLand || op == vigilLor ||
+                         op == vigilLxor || op == vigilMax || op == vigilMin;
+    if (!defined) {
+      refuse("VG-API-003", where, "reduction " + opName + " is not defined on the bool array " + name,
+             "reduce bools with 'land', 'lor', 'lxor', 'band', 'bor', 'bxor', 'max' or 'min'; to count them, reduce "
+             "x.astype(numpy.int32) with 'sum'");
+    }
+    return {vigilUint8, 1};
+  }
+  if (!explicitType && dtype.kind() == 'c' && dtype.byteorder() != '>' &&
+      (dtype.itemsize() == 8 || dtype.itemsize() == 16)) {
+    // A complex sum is the sum of the real and the imaginary parts.
+    if (op != vigilSum && op != vigilAvg) {
+      refuse("VG-API-003", where,
+             "reduction " + opName + " is not defined on the complex array " + std::string(name) + " (" +
+                 dtypeName(dtype) + ")",
+             "reduce complex arrays with 'sum' or 'avg'");
+    }
+    return {dtype.itemsize() == 8 ? vigilFloat32 : vigilFloat64, 2};
+  }
+  return {elementType(array, name, explicitType, where), 1};
 }
 
 void requireSameDtype(const py::array& out, const py::array& like, const Where& where) {
@@ -244,7 +310,11 @@ void registerTypes(py::module_& m) {
       .value("FLOAT16", vigilFloat16)
       .value("FLOAT32", vigilFloat32)
       .value("FLOAT64", vigilFloat64)
-      .value("BFLOAT16", vigilBfloat16);
+      .value("BFLOAT16", vigilBfloat16)
+      .value("FLOAT32_INT32", vigilFloat32Int32)
+      .value("FLOAT64_INT32", vigilFloat64Int32)
+      .value("INT32_INT32", vigilInt32Int32)
+      .value("INT64_INT32", vigilInt64Int32);
   py::enum_<vigilRedOp_t>(m, "ReduceOp",
                           "Reductions (vigilRedOp_t). AVG divides the sum by the rank count (integers truncate);\n"
                           "float16 and bfloat16 are reduced in float32 and rounded once per step.\n"
@@ -259,7 +329,9 @@ void registerTypes(py::module_& m) {
       .value("BXOR", vigilBxor)
       .value("LAND", vigilLand)
       .value("LOR", vigilLor)
-      .value("LXOR", vigilLxor);
+      .value("LXOR", vigilLxor)
+      .value("MINLOC", vigilMinLoc)
+      .value("MAXLOC", vigilMaxLoc);
 }
 
 }  // namespace vigil::python

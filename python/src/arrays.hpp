@@ -37,6 +37,22 @@ pybind11::array requireArray(const pybind11::object& value, const char* name, co
 vigilDataType_t elementType(const pybind11::array& array, const char* name, std::optional<vigilDataType_t> explicitType,
                             const Where& where);
 
+// How an array travels through a C call: as `type`, `scale` vigil elements
+// per array element.
+struct Moved {
+  vigilDataType_t type;
+  size_t scale;
+};
+// For data movement: its vigil type, or, for a dtype vigil has no type for
+// (bool, int16, uint16, complex, structured, ...), its bytes (uint8).
+Moved movedType(const pybind11::array& array, const char* name, std::optional<vigilDataType_t> explicitType,
+                const Where& where);
+// For a reduction by `op`: its vigil type; bool as uint8 for the logical,
+// bitwise, max and min reductions; complex as pairs of floats for sum and
+// avg; refused (VG-API-003 / VG-PY-001) where the reduction is not defined.
+Moved reducedType(const pybind11::array& array, const char* name, std::optional<vigilDataType_t> explicitType,
+                  vigilRedOp_t op, const Where& where);
+
 // Refuses an output array whose dtype is not the input's.
 void requireSameDtype(const pybind11::array& out, const pybind11::array& like, const Where& where);
 

@@ -24,15 +24,33 @@ void checkRoot(const Comm& comm, int root, const Where& where) {
   }
 }
 
-// The input of a call, checked: its array and vigil type.
+// The input of a call, checked: its array, and the vigil type and number of
+// vigil elements per array element the C call moves it as (Moved).
 struct Input {
   py::array array;
   vigilDataType_t type;
+  size_t scale = 1;
 };
 
+// Data movement: any dtype (those vigil has no type for move as their bytes).
 Input input(const py::object& value, const char* name, const py::object& dtype, const Where& where) {
   py::array array = requireArray(value, name, where, false);
-  return {array, elementType(array, name, parseDataType(dtype, where), where)};
+  const Moved m = movedType(array, name, parseDataType(dtype, where), where);
+  return {array, m.type, m.scale};
+}
+
+// A reduction's input: a dtype the reduction is defined on.
+Input reductionInput(const py::object& value, vigilRedOp_t op, const py::object& dtype, const Where& where) {
+  py::array array = requireArray(value, "send", where, false);
+  const Moved m = reducedType(array, "send", parseDataType(dtype, where), op, where);
+  return {array, m.type, m.scale};
+}
+
+std::vector<size_t> scaled(std::vector<size_t> v, size_t scale) {
+  if (scale != 1) {
+    for (size_t& x : v) x *= scale;
+  }
+  return v;
 }
 
 size_t divided(const py::array& whole, const char* name, int parts, const Where& where) {
@@ -56,10 +74,10 @@ struct Buffers {
 py::object allReduce(Comm& comm, const py::object& send, const py::object& out, const py::object& op,
                      const py::object& dtype, bool asyncOp) {
   const Where where = comm.where("all_reduce");
-  Input in = input(send, "send", dtype, where);
   const vigilRedOp_t redOp = parseRedOp(op, where);
-  const size_t count = in.array.size();
-  py::array result = outputArray(out, in.array, count, shapeOf(in.array), where);
+  Input in = reductionInput(send, redOp, dtype, where);
+  const size_t elements = in.array.size(), count = elements * in.scale;
+  py::array result = outputArray(out, in.array, elements, shapeOf(in.array), where);
   const Buffers b{in.array.data(), result.mutable_data(), in.type};
   return comm.issue(where.op, asyncOp, {in.array, result}, result, [=](vigilComm_t c, vigilStream_t s) {
     return vigilAllReduce(b.send, b.recv, count, b.type, redOp, c, s);
@@ -77,15 +95,16 @@ py::object broadcast(Comm& comm, const py::object& send, const py::object& out, 
              "pass out (the array to receive into) or send (an array of the same shape and dtype)");
     }
     py::array result = requireArray(out, "out", where, true);
-    const Buffers b{nullptr, result.mutable_data(), elementType(result, "out", parseDataType(dtype, where), where)};
-    const size_t count = result.size();
+    const Moved m = movedType(result, "out", parseDataType(dtype, where), where);
+    const Buffers b{nullptr, result.mutable_data(), m.type};
+    const size_t count = result.size() * m.scale;
     return comm.issue(where.op, asyncOp, {result}, result, [=](vigilComm_t c, vigilStream_t s) {
       return vigilBroadcast(nullptr, b.recv, count, b.type, root, c, s);
     });
   }
   Input in = input(send, "send", dtype, where);
-  const size_t count = in.array.size();
-  py::array result = outputArray(out, in.array, count, shapeOf(in.array), where);
+  const size_t elements = in.array.size(), count = elements * in.scale;
+  py::array result = outputArray(out, in.array, elements, shapeOf(in.array), where);
   const Buffers b{in.array.data(), result.mutable_data(), in.type};
   return comm.issue(where.op, asyncOp, {in.array, result}, result, [=](vigilComm_t c, vigilStream_t s) {
     return vigilBroadcast(b.send, b.recv, count, b.type, root, c, s);
@@ -96,15 +115,15 @@ py::object reduce(Comm& comm, const py::object& send, const py::object& out, int
                   const py::object& dtype, bool asyncOp) {
   const Where where = comm.where("reduce");
   checkRoot(comm, root, where);
-  Input in = input(send, "send", dtype, where);
   const vigilRedOp_t redOp = parseRedOp(op, where);
-  const size_t count = in.array.size();
+  Input in = reductionInput(send, redOp, dtype, where);
+  const size_t elements = in.array.size(), count = elements * in.scale;
   const bool isRoot = comm.rank() == root;
   // Only the root receives; elsewhere out is used only when given (in place).
   py::object result = py::none();
   Buffers b{in.array.data(), nullptr, in.type};
   if (isRoot || !out.is_none()) {
-    py::array array = outputArray(out, in.array, count, shapeOf(in.array), where);
+    py::array array = outputArray(out, in.array, elements, shapeOf(in.array), where);
     b.recv = array.mutable_data();
     result = array;
   }
@@ -117,8 +136,8 @@ py::object reduce(Comm& comm, const py::object& send, const py::object& out, int
 py::object allGather(Comm& comm, const py::object& send, const py::object& out, const py::object& dtype, bool asyncOp) {
   const Where where = comm.where("all_gather");
   Input in = input(send, "send", dtype, where);
-  const size_t count = in.array.size();
-  py::array result = outputArray(out, in.array, count * comm.size(), stackedShape(in.array, comm.size()), where);
+  const size_t elements = in.array.size(), count = elements * in.scale;
+  py::array result = outputArray(out, in.array, elements * comm.size(), stackedShape(in.array, comm.size()), where);
   const Buffers b{in.array.data(), result.mutable_data(), in.type};
   return comm.issue(where.op, asyncOp, {in.array, result}, result, [=](vigilComm_t c, vigilStream_t s) {
     return vigilAllGather(b.send, b.recv, count, b.type, c, s);
@@ -128,10 +147,10 @@ py::object allGather(Comm& comm, const py::object& send, const py::object& out, 
 py::object reduceScatter(Comm& comm, const py::object& send, const py::object& out, const py::object& op,
                          const py::object& dtype, bool asyncOp) {
   const Where where = comm.where("reduce_scatter");
-  Input in = input(send, "send", dtype, where);
   const vigilRedOp_t redOp = parseRedOp(op, where);
-  const size_t count = divided(in.array, "send", comm.size(), where);
-  py::array result = outputArray(out, in.array, count, shareShape(in.array, comm.size()), where);
+  Input in = reductionInput(send, redOp, dtype, where);
+  const size_t elements = divided(in.array, "send", comm.size(), where), count = elements * in.scale;
+  py::array result = outputArray(out, in.array, elements, shareShape(in.array, comm.size()), where);
   const Buffers b{in.array.data(), result.mutable_data(), in.type};
   return comm.issue(where.op, asyncOp, {in.array, result}, result, [=](vigilComm_t c, vigilStream_t s) {
     return vigilReduceScatter(b.send, b.recv, count, b.type, redOp, c, s);
@@ -141,7 +160,7 @@ py::object reduceScatter(Comm& comm, const py::object& send, const py::object& o
 py::object allToAll(Comm& comm, const py::object& send, const py::object& out, const py::object& dtype, bool asyncOp) {
   const Where where = comm.where("all_to_all");
   Input in = input(send, "send", dtype, where);
-  const size_t count = divided(in.array, "send", comm.size(), where);
+  const size_t count = divided(in.array, "send", comm.size(), where) * in.scale;
   py::array result = outputArray(out, in.array, in.array.size(), shapeOf(in.array), where);
   const Buffers b{in.array.data(), result.mutable_data(), in.type};
   return comm.issue(where.op, asyncOp, {in.array, result}, result,
@@ -200,8 +219,10 @@ py::object allToAllV(Comm& comm, const py::object& send, const py::object& sendC
   // vigil copies the counts when it queues the operation (group or stream):
   // they need to live only for the call.
   const Buffers b{in.array.data(), result.mutable_data(), in.type};
+  const std::vector<size_t> scv = scaled(sc, in.scale), sdv = scaled(sd, in.scale), rcv = scaled(rc, in.scale),
+                            rdv = scaled(rd, in.scale);
   return comm.issue(where.op, asyncOp, {in.array, result}, result, [&](vigilComm_t c, vigilStream_t s) {
-    return vigilAllToAllV(b.send, sc.data(), sd.data(), b.recv, rc.data(), rd.data(), b.type, c, s);
+    return vigilAllToAllV(b.send, scv.data(), sdv.data(), b.recv, rcv.data(), rdv.data(), b.type, c, s);
   });
 }
 
@@ -210,14 +231,14 @@ py::object gather(Comm& comm, const py::object& send, const py::object& out, int
   const Where where = comm.where("gather");
   checkRoot(comm, root, where);
   Input in = input(send, "send", dtype, where);
-  const size_t count = in.array.size();
+  const size_t elements = in.array.size(), count = elements * in.scale;
   Buffers b{in.array.data(), nullptr, in.type};
   if (comm.rank() != root) {  // only the root receives
     return comm.issue(where.op, asyncOp, {in.array}, py::none(), [=](vigilComm_t c, vigilStream_t s) {
       return vigilGather(b.send, nullptr, count, b.type, root, c, s);
     });
   }
-  py::array result = outputArray(out, in.array, count * comm.size(), stackedShape(in.array, comm.size()), where);
+  py::array result = outputArray(out, in.array, elements * comm.size(), stackedShape(in.array, comm.size()), where);
   b.recv = result.mutable_data();
   return comm.issue(where.op, asyncOp, {in.array, result}, result, [=](vigilComm_t c, vigilStream_t s) {
     return vigilGather(b.send, b.recv, count, b.type, root, c, s);
@@ -236,15 +257,16 @@ py::object scatter(Comm& comm, const py::object& send, const py::object& out, in
              "pass out (this rank's share), or send (an array shaped like the root's)");
     }
     py::array result = requireArray(out, "out", where, true);
-    const Buffers b{nullptr, result.mutable_data(), elementType(result, "out", parseDataType(dtype, where), where)};
-    const size_t count = result.size();
+    const Moved m = movedType(result, "out", parseDataType(dtype, where), where);
+    const Buffers b{nullptr, result.mutable_data(), m.type};
+    const size_t count = result.size() * m.scale;
     return comm.issue(where.op, asyncOp, {result}, result, [=](vigilComm_t c, vigilStream_t s) {
       return vigilScatter(nullptr, b.recv, count, b.type, root, c, s);
     });
   }
   Input in = input(send, "send", dtype, where);
-  const size_t count = divided(in.array, "send", comm.size(), where);
-  py::array result = outputArray(out, in.array, count, shareShape(in.array, comm.size()), where);
+  const size_t elements = divided(in.array, "send", comm.size(), where), count = elements * in.scale;
+  py::array result = outputArray(out, in.array, elements, shareShape(in.array, comm.size()), where);
   // Only the root's send is read; elsewhere it gives the shape of out.
   const Buffers b{isRoot ? in.array.data() : nullptr, result.mutable_data(), in.type};
   return comm.issue(where.op, asyncOp, {in.array, result}, result, [=](vigilComm_t c, vigilStream_t s) {
@@ -285,12 +307,13 @@ py::object allGatherV(Comm& comm, const py::object& send, const py::object& recv
   Input in = input(send, "send", dtype, where);
   const std::vector<size_t> rc = countList(recvCounts, "recv_counts", n, where);
   const std::vector<size_t> rd = displacements(recvDispls, rc, "recv_displs", n, where);
-  const size_t count = in.array.size();
-  requireOwnCount(rc, "recv_counts", comm.rank(), count, "send", where);
+  const size_t elements = in.array.size(), count = elements * in.scale;
+  requireOwnCount(rc, "recv_counts", comm.rank(), elements, "send", where);
   py::array result = flatOutput(out, in.array, extent(rc, rd), "recv_counts and recv_displs", where);
   const Buffers b{in.array.data(), result.mutable_data(), in.type};
+  const std::vector<size_t> rcv = scaled(rc, in.scale), rdv = scaled(rd, in.scale);
   return comm.issue(where.op, asyncOp, {in.array, result}, result, [&](vigilComm_t c, vigilStream_t s) {
-    return vigilAllGatherV(b.send, count, b.recv, rc.data(), rd.data(), b.type, c, s);
+    return vigilAllGatherV(b.send, count, b.recv, rcv.data(), rdv.data(), b.type, c, s);
   });
 }
 
@@ -299,7 +322,7 @@ py::object gatherV(Comm& comm, const py::object& send, const py::object& recvCou
   const Where where = comm.where("gather_v");
   checkRoot(comm, root, where);
   Input in = input(send, "send", dtype, where);
-  const size_t count = in.array.size();
+  const size_t elements = in.array.size(), count = elements * in.scale;
   if (comm.rank() != root) {  // the counts, displacements and output are the root's
     const Buffers b{in.array.data(), nullptr, in.type};
     return comm.issue(where.op, asyncOp, {in.array}, py::none(), [=](vigilComm_t c, vigilStream_t s) {
@@ -312,11 +335,12 @@ py::object gatherV(Comm& comm, const py::object& send, const py::object& recvCou
   const int n = comm.size();
   const std::vector<size_t> rc = countList(recvCounts, "recv_counts", n, where);
   const std::vector<size_t> rd = displacements(recvDispls, rc, "recv_displs", n, where);
-  requireOwnCount(rc, "recv_counts", root, count, "send", where);
+  requireOwnCount(rc, "recv_counts", root, elements, "send", where);
   py::array result = flatOutput(out, in.array, extent(rc, rd), "recv_counts and recv_displs", where);
   const Buffers b{in.array.data(), result.mutable_data(), in.type};
+  const std::vector<size_t> rcv = scaled(rc, in.scale), rdv = scaled(rd, in.scale);
   return comm.issue(where.op, asyncOp, {in.array, result}, result, [&](vigilComm_t c, vigilStream_t s) {
-    return vigilGatherV(b.send, count, b.recv, rc.data(), rd.data(), b.type, root, c, s);
+    return vigilGatherV(b.send, count, b.recv, rcv.data(), rdv.data(), b.type, root, c, s);
   });
 }
 
@@ -333,22 +357,22 @@ py::object scatterV(Comm& comm, const py::object& send, const py::object& sendCo
   const std::vector<size_t> sc =
       sendCounts.is_none() ? std::vector<size_t>{} : countList(sendCounts, "send_counts", n, where);
   py::array result;
-  vigilDataType_t type;
+  Moved m{};
   if (!out.is_none()) {
     result = requireArray(out, "out", where, true);
-    type = elementType(result, "out", parseDataType(dtype, where), where);
+    m = movedType(result, "out", parseDataType(dtype, where), where);
     if (!sc.empty()) requireOwnCount(sc, "send_counts", rank, static_cast<size_t>(result.size()), "out", where);
   } else if (!sc.empty() && !send.is_none()) {
     Input in = input(send, "send", dtype, where);
-    type = in.type;
+    m = {in.type, in.scale};
     result = py::array(in.array.dtype(), std::vector<py::ssize_t>{static_cast<py::ssize_t>(sc[static_cast<size_t>(rank)])});
   } else {
     refuse("VG-PY-001", where, "out is None and this rank cannot tell its block's size",
            "pass out (room for this rank's block), or send_counts and send (an array of the root's dtype)");
   }
-  const size_t count = result.size();
+  const size_t count = result.size() * m.scale;
   if (!isRoot) {
-    const Buffers b{nullptr, result.mutable_data(), type};
+    const Buffers b{nullptr, result.mutable_data(), m.type};
     return comm.issue(where.op, asyncOp, {result}, result, [=](vigilComm_t c, vigilStream_t s) {
       return vigilScatterV(nullptr, nullptr, nullptr, b.recv, count, b.type, root, c, s);
     });
@@ -364,8 +388,9 @@ py::object scatterV(Comm& comm, const py::object& send, const py::object& sendCo
            "pass counts and displacements that stay inside send");
   }
   const Buffers b{in.array.data(), result.mutable_data(), in.type};
+  const std::vector<size_t> scv = scaled(sc, in.scale), sdv = scaled(sd, in.scale);
   return comm.issue(where.op, asyncOp, {in.array, result}, result, [&](vigilComm_t c, vigilStream_t s) {
-    return vigilScatterV(b.send, sc.data(), sd.data(), b.recv, count, b.type, root, c, s);
+    return vigilScatterV(b.send, scv.data(), sdv.data(), b.recv, count, b.type, root, c, s);
   });
 }
 
@@ -373,8 +398,8 @@ py::object reduceScatterV(Comm& comm, const py::object& send, const py::object& 
                           const py::object& op, const py::object& dtype, bool asyncOp) {
   const Where where = comm.where("reduce_scatter_v");
   const int n = comm.size();
-  Input in = input(send, "send", dtype, where);
   const vigilRedOp_t redOp = parseRedOp(op, where);
+  Input in = reductionInput(send, redOp, dtype, where);
   const std::vector<size_t> rc = countList(recvCounts, "recv_counts", n, where);
   const size_t total = std::accumulate(rc.begin(), rc.end(), size_t{0});
   if (total != static_cast<size_t>(in.array.size())) {
@@ -385,18 +410,19 @@ py::object reduceScatterV(Comm& comm, const py::object& send, const py::object& 
   }
   py::array result = flatOutput(out, in.array, rc[static_cast<size_t>(comm.rank())], "recv_counts", where);
   const Buffers b{in.array.data(), result.mutable_data(), in.type};
+  const std::vector<size_t> rcv = scaled(rc, in.scale);
   return comm.issue(where.op, asyncOp, {in.array, result}, result, [&](vigilComm_t c, vigilStream_t s) {
-    return vigilReduceScatterV(b.send, b.recv, rc.data(), b.type, redOp, c, s);
+    return vigilReduceScatterV(b.send, b.recv, rcv.data(), b.type, redOp, c, s);
   });
 }
 
 py::object scan(Comm& comm, const py::object& send, const py::object& out, const py::object& op,
                 const py::object& dtype, bool asyncOp, bool inclusive) {
   const Where where = comm.where(inclusive ? "scan" : "exscan");
-  Input in = input(send, "send", dtype, where);
   const vigilRedOp_t redOp = parseRedOp(op, where);
-  const size_t count = in.array.size();
-  py::array result = outputArray(out, in.array, count, shapeOf(in.array), where);
+  Input in = reductionInput(send, redOp, dtype, where);
+  const size_t elements = in.array.size(), count = elements * in.scale;
+  py::array result = outputArray(out, in.array, elements, shapeOf(in.array), where);
   const Buffers b{in.array.data(), result.mutable_data(), in.type};
   return comm.issue(where.op, asyncOp, {in.array, result}, result, [=](vigilComm_t c, vigilStream_t s) {
     return inclusive ? vigilScan(b.send, b.recv, count, b.type, redOp, c, s)
@@ -413,7 +439,7 @@ py::object send(Comm& comm, const py::object& array, int peer, const py::object&
                 bool asyncOp) {
   const Where where = comm.where("send");
   Input in = input(array, "array", dtype, where);
-  const size_t count = in.array.size();
+  const size_t count = in.array.size() * in.scale;
   const Buffers b{in.array.data(), nullptr, in.type};
   if (tag.is_none()) {
     return comm.issue(where.op, asyncOp, {in.array}, py::none(),
@@ -429,8 +455,9 @@ py::object recv(Comm& comm, const py::object& out, int peer, const py::object& t
                 const py::object& dtype, bool asyncOp) {
   const Where where = comm.where("recv");
   py::array result = requireArray(out, "out", where, true);
-  const Buffers b{nullptr, result.mutable_data(), elementType(result, "out", parseDataType(dtype, where), where)};
-  const size_t count = result.size();
+  const Moved m = movedType(result, "out", parseDataType(dtype, where), where);
+  const Buffers b{nullptr, result.mutable_data(), m.type};
+  const size_t count = result.size() * m.scale;
   if (tag.is_none() && status.is_none() && peer != VIGIL_ANY_SOURCE) {
     return comm.issue(where.op, asyncOp, {result}, result,
                       [=](vigilComm_t c, vigilStream_t s) { return vigilRecv(b.recv, count, b.type, peer, c, s); });
@@ -447,9 +474,10 @@ py::object sendRecv(Comm& comm, const py::object& send, int dest, const py::obje
   const Where where = comm.where("sendrecv");
   Input in = input(send, "send", dtype, where);
   py::array result = outputArray(out, in.array, in.array.size(), shapeOf(in.array), where);
-  const size_t sendCount = in.array.size(), recvCount = result.size();
+  const Moved m = movedType(result, "out", parseDataType(dtype, where), where);
+  const size_t sendCount = in.array.size() * in.scale, recvCount = result.size() * m.scale;
   const Buffers b{in.array.data(), result.mutable_data(), in.type};
-  const vigilDataType_t recvType = elementType(result, "out", parseDataType(dtype, where), where);
+  const vigilDataType_t recvType = m.type;
   vigilStatus* st = status.is_none() ? nullptr : &status.cast<Status&>().value;
   return comm.issue(where.op, asyncOp, {in.array, result, status}, result, [=](vigilComm_t c, vigilStream_t s) {
     return vigilSendRecv(b.send, sendCount, b.type, dest, sendTag, b.recv, recvCount, recvType, source, recvTag, c, st,

@@ -75,17 +75,22 @@ def test_bfloat16_sum_rounds_once_per_step():
         np.testing.assert_array_equal(from_bf16(got), [256.0])
 
 
-def test_dtypes_vigil_has_no_type_for_are_refused(solo):
+def test_reductions_on_dtypes_vigil_has_no_type_for_are_refused(solo):
+    # They move (as their bytes: test_mpi4py_parity.py); a reduction needs a vigil type.
     for array, hint in [
         (np.zeros(3, np.uint16), "dtype='bfloat16'"),
         (np.zeros(3, np.int16), "int16"),
-        (np.zeros(3, bool), "bool"),
-        (np.zeros(3, np.complex64), "complex64"),
         (np.zeros(3, ">f4"), "float32"),
     ]:
         with pytest.raises(vigil.InvalidUsageError) as caught:
             solo.all_reduce(array)
         assert caught.value.error_id == "VG-PY-001"
+        assert hint in str(caught.value)
+    # bool reduces with the logical, bitwise, max and min reductions; complex with sum and avg.
+    for array, op, hint in [(np.zeros(3, bool), "sum", "bool"), (np.zeros(3, np.complex64), "prod", "complex64")]:
+        with pytest.raises(vigil.InvalidArgumentError) as caught:
+            solo.all_reduce(array, op=op)
+        assert caught.value.error_id == "VG-API-003"
         assert hint in str(caught.value)
 
 

@@ -56,6 +56,17 @@ from ._vigil import (
     version,
 )
 from ._mesh import DeviceMesh
+from . import _objects  # noqa: F401  (mpi4py's object calls: bcast, allgather, allreduce, ...)
+import numpy as _numpy
+
+# The (value, index) pairs of ReduceOp.MINLOC / MAXLOC as numpy dtypes, laid
+# out as vigil's C structs (MPI's FLOAT_INT, DOUBLE_INT, 2INT, LONG_INT).
+FLOAT32_INT32 = _numpy.dtype([("value", "<f4"), ("index", "<i4")])
+FLOAT64_INT32 = _numpy.dtype({"names": ["value", "index"], "formats": ["<f8", "<i4"], "offsets": [0, 8],
+                              "itemsize": 16})
+INT32_INT32 = _numpy.dtype([("value", "<i4"), ("index", "<i4")])
+INT64_INT32 = _numpy.dtype({"names": ["value", "index"], "formats": ["<i8", "<i4"], "offsets": [0, 8],
+                            "itemsize": 16})
 from ._vigil import _process_exiting
 
 import atexit as _atexit
@@ -78,6 +89,10 @@ __all__ = [
     "Communicator",
     "DataType",
     "DeviceMesh",
+    "FLOAT32_INT32",
+    "FLOAT64_INT32",
+    "INT32_INT32",
+    "INT64_INT32",
     "Error",
     "ErrorInfo",
     "InternalError",

@@ -2,7 +2,7 @@
 
 import datetime
 import os
-from typing import Any, ClassVar, Optional, Sequence, Tuple, Union
+from typing import Any, ClassVar, List, Optional, Sequence, Tuple, Union
 
 import numpy as np
 import numpy.typing as npt
@@ -27,6 +27,10 @@ class DataType:
     FLOAT32: ClassVar["DataType"]
     FLOAT64: ClassVar["DataType"]
     BFLOAT16: ClassVar["DataType"]
+    FLOAT32_INT32: ClassVar["DataType"]
+    FLOAT64_INT32: ClassVar["DataType"]
+    INT32_INT32: ClassVar["DataType"]
+    INT64_INT32: ClassVar["DataType"]
     def __init__(self, value: int) -> None: ...
     @property
     def name(self) -> str: ...
@@ -49,6 +53,8 @@ class ReduceOp:
     LAND: ClassVar["ReduceOp"]
     LOR: ClassVar["ReduceOp"]
     LXOR: ClassVar["ReduceOp"]
+    MINLOC: ClassVar["ReduceOp"]
+    MAXLOC: ClassVar["ReduceOp"]
     def __init__(self, value: int) -> None: ...
     @property
     def name(self) -> str: ...
@@ -246,6 +252,12 @@ class Communicator:
         async_op: bool = False,
     ) -> Union[_Array, Work]: ...
     def barrier(self, *, async_op: bool = False) -> Optional[Work]: ...
+    # Python objects, pickled (mpi4py's lowercase calls; vigil/_objects.py). gather, scatter,
+    # reduce, send, recv and sendrecv also take objects in place of arrays.
+    def bcast(self, obj: Any = None, root: int = 0) -> Any: ...
+    def allgather(self, obj: Any) -> List[Any]: ...
+    def allreduce(self, obj: Any, op: Any = "sum") -> Any: ...
+    def alltoall(self, objs: Sequence[Any]) -> List[Any]: ...
     def send(
         self, array: _Array, peer: int, *, tag: Optional[int] = None, dtype: _DType = None, async_op: bool = False
     ) -> Optional[Work]: ...
