@@ -2,13 +2,14 @@
 # One entry point for a fresh Debian 12 machine:
 #   ./build.sh demo   install what is missing, build, run the 4-rank demo
 #   ./build.sh test   install what is missing, build, run the whole test suite
-#                     (a normal build, then again under ASan+UBSan and under TSan)
+#                     (a normal build, then again under ASan+UBSan and under TSan,
+#                     a Release build with the demo, `pip install .` into a venv)
 set -euo pipefail
 cd "$(dirname "$0")"
 
 PACKAGES=(cmake ninja-build g++ pkg-config libgtest-dev nlohmann-json3-dev iproute2 procps python3 openmpi-bin
           python3-dev python3-numpy python3-pytest pybind11-dev python3-torch libtorch-dev libucx-dev
-          libopenblas-dev zlib1g-dev chromium)
+          libopenblas-dev zlib1g-dev chromium python3-venv python3-pip python3-setuptools python3-wheel)
 JOBS=${VIGIL_BUILD_JOBS:-$(nproc)}
 SUDO=""
 [ "$(id -u)" -ne 0 ] && SUDO="sudo"
@@ -88,6 +89,8 @@ case "${1:-}" in
     echo "== Release build (-O3, warnings as errors): library, tools, the demo =="
     configure_and_build build-release -DCMAKE_BUILD_TYPE=Release -DVIGIL_BUILD_TESTS=OFF -DVIGIL_BUILD_PYTHON=OFF
     ./build-release/vigil-run -n 4 --timeout 120 ./build-release/vigil-demo
+    echo "== pip install . into a fresh virtual environment (offline), then the installed copy runs =="
+    sh tests/install/check_pip_install.sh "$PWD" build-venv
     ;;
   *)
     echo "usage: $0 demo|test" >&2
