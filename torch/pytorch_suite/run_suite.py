@@ -15,9 +15,13 @@ each test spawns WORLD_SIZE ranks.
     ... run_suite.py -k all_reduce -k broadcast
     ... run_suite.py --subset torch/pytorch_suite/ci_subset.txt --backends vigil
 
-Backends: vigil, gloo, and vigil-as-gloo (BACKEND=gloo, but every gloo group
+Backends: vigil, gloo, vigil-as-gloo (BACKEND=gloo, but every gloo group
 is a vigil group: runs the ~20 tests the suite keeps for gloo; the ones that
-need gloo-only features then fail by design).
+need gloo-only features then fail by design), and vigil-as-mpi (BACKEND=mpi,
+every group a vigil group: runs the CPU tests the suite keeps for MPI, such
+as all_to_all and all_to_all_single; Debian's torch has no MPI backend to
+compare with, and the tests that check the backend's name is "mpi" fail by
+design).
 
 Prints passed/failed/skipped/errors per backend, the tests that pass on gloo
 but not on vigil (and the reverse), and writes results-<backend>.json (one
@@ -35,7 +39,8 @@ import unittest
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 WORKER_FLAG = "VIGIL_SUITE_WORKER"
-BACKENDS = ("vigil", "gloo", "vigil-as-gloo")
+BACKENDS = ("vigil", "gloo", "vigil-as-gloo", "vigil-as-mpi")
+ALIASES = {"vigil-as-gloo": "gloo", "vigil-as-mpi": "mpi"}  # the name the suite sees
 
 
 # ---- worker side: runs in the worker and in every rank it spawns ----------
@@ -71,6 +76,28 @@ def _prepare_suite():
 
             distributed_c10d._create_process_group_wrapper = wrapper_with_real_gloo
             distributed_c10d.ProcessGroupGloo = gloo_is_vigil
+
+        if os.environ.get("VIGIL_SUITE_AS_MPI") == "1":
+            from torch.distributed import distributed_c10d
+
+            # The suite asks for "mpi" by name (init_process_group, new_group):
+            # every such group is a vigil group, set up through the suite's
+            # own store (the MPI path would take ranks from an MPI launcher).
+            def as_vigil(function):
+                def call(*args, **kwargs):
+                    if kwargs.get("backend") in ("mpi", distributed_c10d.Backend.MPI):
+                        kwargs["backend"] = "vigil"
+                    elif args and function.__name__ == "init_process_group" and args[0] == "mpi":
+                        args = ("vigil",) + tuple(args[1:])
+                    return function(*args, **kwargs)
+
+                call.__name__ = function.__name__
+                return call
+
+            for name in ("init_process_group", "new_group"):
+                patched = as_vigil(getattr(distributed_c10d, name))
+                setattr(distributed_c10d, name, patched)
+                setattr(dist, name, patched)
 
         # TestDistBackend._run turns on DDP with ReplicatedTensor, whose import
         # fails on Python 3.11 with this torch, for every backend: keep it off.
@@ -203,8 +230,9 @@ def run_backend(backend, args):
         return records
     env = dict(os.environ)
     env[WORKER_FLAG] = "1"
-    env["BACKEND"] = "gloo" if backend == "vigil-as-gloo" else backend
+    env["BACKEND"] = ALIASES.get(backend, backend)
     env["VIGIL_SUITE_AS_GLOO"] = "1" if backend == "vigil-as-gloo" else "0"
+    env["VIGIL_SUITE_AS_MPI"] = "1" if backend == "vigil-as-mpi" else "0"
     env["WORLD_SIZE"] = str(args.world_size)
     env.setdefault("VIGIL_SOCKET_IFNAME", "lo")
     env["DISTRIBUTED_TESTS_DEFAULT_TIMEOUT"] = str(args.test_timeout)
@@ -268,7 +296,7 @@ def compare(results, reference="gloo", subject="vigil"):
 
 def not_covered(results):
     """Tests that pass on gloo and in neither vigil run (as its vigil-as-gloo record), or None."""
-    if not all(b in results for b in BACKENDS):
+    if not all(b in results for b in ("vigil", "gloo", "vigil-as-gloo")):
         return None
     vigil = {r["test"]: r for r in results["vigil"]}
     alias = {r["test"]: r for r in results["vigil-as-gloo"]}
