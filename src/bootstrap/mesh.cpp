@@ -57,6 +57,10 @@ Fd MeshSetup::connectTo(int peer, ConnKind kind) const {
   const PeerInfo& info = peers[static_cast<size_t>(peer)];
   std::string lastError;
   Fd fd;
+  // News that came before this connect (a split signals it up front) is
+  // read first: it would otherwise end the first attempt with a socket
+  // opened and dropped, which the peer logs as a rejected connection.
+  checkWatch();
   while (!fd && !deadline.expired()) {
     fd = connectWithRetry(info.address, deadline, wakeFd(), &lastError);
     if (!fd) checkWatch();  // woken: stop if the news is about this mesh

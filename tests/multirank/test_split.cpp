@@ -6,14 +6,20 @@
 
 #include <gtest/gtest.h>
 
+#include <unistd.h>
+
 #include <algorithm>
 #include <atomic>
+#include <cstdio>
+#include <fstream>
 #include <numeric>
 #include <string>
 #include <thread>
 #include <vector>
 
 #include "common/thread_ranks.hpp"
+#include "core/config.hpp"
+#include "core/log.hpp"
 
 namespace vigil::test {
 namespace {
@@ -78,6 +84,28 @@ TEST(Split, ColorsAndKeysOnOneToEightRanks) {
     auto keyOf = [n](int r) { return r % 3 == 0 ? n - r : (r % 3 == 1 ? 7 : r); };
     checkSplit(n, colorOf, keyOf);
   }
+}
+
+// Connecting a child opens no connection it then drops: the members' logs
+// stay free of VG-NET-004 ("closed a connection ... before sending a
+// complete preamble"), which every split used to print once per member.
+TEST(Split, MembersConnectWithoutDroppedConnections) {
+  const std::string path = cat(::testing::TempDir(), "vigil-split-log-", getpid(), ".txt");
+  std::remove(path.c_str());
+  processConfig();  // configures the logger once; the capture must come after
+  Logger::instance().configure(LogLevel::Warn, path);
+  for (int n : {2, 5, 8}) {
+    SCOPED_TRACE("n=" + std::to_string(n));
+    checkSplit(n, [](int r) { return r % 2; }, [](int r) { return -r; });
+  }
+  Logger::instance().configure(LogLevel::Warn, "");
+  std::ifstream in(path);
+  std::vector<std::string> rejected;
+  for (std::string line; std::getline(in, line);) {
+    if (line.find("VG-NET-004") != std::string::npos) rejected.push_back(line);
+  }
+  std::remove(path.c_str());
+  EXPECT_TRUE(rejected.empty()) << rejected.size() << " rejected connection(s), the first: " << rejected.front();
 }
 
 TEST(Split, OneColorWithNegativeKeysReordersTheWholeGroup) {
