@@ -200,9 +200,16 @@ typedef struct {
   const char* commName;    /* NULL = generated; shows in logs and errors */
   const char* timeoutName; /* NULL = "vigilConfig.timeoutMs": how errors name the source of timeoutMs
                               (a binding passes its own, e.g. "the process group's timeout") */
+  /* The larger group this communicator's ranks belong to (NULL = none): its
+     name (at most 64 characters) and, in groupRanks[r], rank r's rank in it.
+     Errors then name each rank also as a rank of the group: "rank 0 (rank 3
+     of 'torch-1a2b')" (a binding that builds communicators for pairs of a
+     larger group passes the group's name and ranks). Splits do not inherit it. */
+  const char* groupName;
+  const int* groupRanks; /* nranks entries, read by the init call */
 } vigilConfig;
 #define VIGIL_CONFIG_INIT \
-  { sizeof(vigilConfig), -1, -1, -1, -1, -1, NULL, NULL }
+  { sizeof(vigilConfig), -1, -1, -1, -1, -1, NULL, NULL, NULL, NULL }
 VIGIL_API vigilResult_t vigilCommInitRootInfoConfig(int nranks, const vigilRootInfo* info, int rank,
                                                     const vigilConfig* config, vigilComm_t* comm);
 

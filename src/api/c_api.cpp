@@ -76,6 +76,18 @@ vigilResult_t submit(vigilComm_t comm, vigilStream_t stream, const OpDesc& given
 
 vigilResult_t initComm(int nranks, const RootInfo& root, int rank, const vigilConfig* config, vigilComm_t* comm) {
   CommConfig resolved = CommConfig::resolve(config, processConfig());
+  if (resolved.groupRanksGiven != nullptr && nranks > 0) {
+    resolved.groupRanks.assign(resolved.groupRanksGiven, resolved.groupRanksGiven + nranks);
+    for (int r = 0; r < nranks; ++r) {
+      if (resolved.groupRanks[static_cast<size_t>(r)] < 0) {
+        ErrorBuilder(Errc::ApiBadConfig)
+            .cause("vigilConfig.groupRanks[", r, "] = ", resolved.groupRanks[static_cast<size_t>(r)], " is not valid")
+            .remedy("give each rank's rank in the group, >= 0")
+            .raise();
+      }
+    }
+  }
+  resolved.groupRanksGiven = nullptr;
   *comm = api::makeHandle(Communicator::create(nranks, root, rank, resolved));
   return vigilSuccess;
 }

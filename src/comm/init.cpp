@@ -115,6 +115,7 @@ Communicator::Communicator(int rank, int nranks, CommConfig config, std::string 
       recorder_(static_cast<size_t>(processConfig().flightRecorder)),
       dumpDir_(processConfig().dumpDir) {
   topology_ = algo::Topology{.nranks = nranks_, .loadStore = loadStore_ != nullptr};
+  if (config_.groupRanks.size() == static_cast<size_t>(nranks_)) faults_.serve(config_.groupName, config_.groupRanks);
 }
 
 Communicator::~Communicator() {

@@ -148,6 +148,8 @@ std::shared_ptr<Communicator> Communicator::splitAs(int color, int key, const st
 
   const JobToken token = childToken(token_, records, mine.color);
   CommConfig config = config_;
+  config.groupName.clear();  // the parent's group ranks do not fit the child
+  config.groupRanks.clear();
   config.name = suffix.empty() ? cat(name_, "/", index, ".", mine.color) : cat(name_, "/", suffix);
   config.timeoutMs = timeoutMs;
   config.timeoutSource = timeoutSource;

@@ -35,8 +35,10 @@ std::string tagText(int tag) {
   return tag == VIGIL_ANY_TAG ? std::string("any tag") : cat("tag ", tag);
 }
 
-std::string describeRecv(const OpDesc& r) {
-  return cat("tagged receive from ", r.peer == VIGIL_ANY_SOURCE ? std::string("any source") : cat("rank ", r.peer),
+// `names`: how the communicator names ranks ("rank 2", or for a
+// communicator of a larger group "rank 0 (rank 2 of 'g')").
+std::string describeRecv(const OpDesc& r, const FaultReporter& names) {
+  return cat("tagged receive from ", r.peer == VIGIL_ANY_SOURCE ? std::string("any source") : names.rankLabel(r.peer),
              " (", tagText(r.tag), ", up to ", r.count, " x ", dtypeName(r.dtype), ")");
 }
 
@@ -73,8 +75,8 @@ class Communicator::TaggedSink final : public RecvSink {
       error_ = comm_.error(Errc::OpMismatch)
                    .op("recv")
                    .peer(peer_)
-                   .cause("this rank waits for a tagged message from rank ", peer_, ", but the next one rank ", peer_,
-                          " sent it is a ", describeMessage(got))
+                   .cause("this rank waits for a tagged message from ", comm_.faults_.rankLabel(peer_),
+                          ", but the next one it sent is a ", describeMessage(got))
                    .remedy(
                        "between two ranks, receive untagged sends (vigilSend) with vigilRecv and tagged ones "
                        "(vigilSendTag) with vigilRecvTag, in the order they were sent")
@@ -123,12 +125,14 @@ std::optional<Error> Communicator::misfit(const OpDesc& r, int source, const Fra
   if (got.dtype == static_cast<uint8_t>(r.dtype) && got.bytes <= capacity) return std::nullopt;
   ErrorBuilder b = error(Errc::OpSizeMismatch).op("recv").peer(source);
   if (got.dtype != static_cast<uint8_t>(r.dtype)) {
-    b.cause("rank ", source, "'s ", describeMessage(got), " matched this rank's ", describeRecv(r),
+    b.cause(faults_.rankLabel(source), "'s ", describeMessage(got), " matched this rank's ",
+            describeRecv(r, faults_),
             ", but their data types differ");
-    b.remedy("receive with the data type rank ", source, " sends with (or send with the receive's)");
+    b.remedy("receive with the data type ", faults_.rankLabel(source), " sends with (or send with the receive's)");
   } else {
-    b.cause("rank ", source, "'s ", describeMessage(got), " holds ", got.bytes, " bytes, more than this rank's ",
-            describeRecv(r), " can take (", capacity, " bytes); nothing was written");
+    b.cause(faults_.rankLabel(source), "'s ", describeMessage(got), " holds ", got.bytes,
+            " bytes, more than this rank's ", describeRecv(r, faults_), " can take (", capacity,
+            " bytes); nothing was written");
     b.remedy("post the receive with a count at least the sender's (vigilProbe gives the size before the receive)");
   }
   return b.build();
@@ -203,7 +207,7 @@ void Communicator::runTaggedBatch(std::span<const OpDesc> ops, ExchangeWork* wor
     if (!r.done && r.op->peer == rank_) {
       error(Errc::ApiBadTag)
           .op("recv")
-          .cause("a ", describeRecv(*r.op), " of this rank itself (", rank_,
+          .cause("a ", describeRecv(*r.op, faults_), " of this rank itself (", rank_,
                  "), but no tagged send of this rank to itself, in this call or before it, matches: it could never "
                  "complete")
           .remedy("send to yourself (vigilSendTag) before or beside the receive, with a matching tag")
@@ -279,7 +283,7 @@ void Communicator::runAnySourceRecv(const OpDesc& op) {
   if (nranks_ == 1) {
     error(Errc::ApiBadTag)
         .op("recv")
-        .cause("a ", describeRecv(op),
+        .cause("a ", describeRecv(op, faults_),
                " on a communicator of one rank, and no message of this rank to itself "
                "matches: it could never complete")
         .remedy("send to yourself (vigilSendTag) before the receive, or receive on a communicator with peers")
@@ -357,7 +361,7 @@ bool Communicator::probe(int peer, int tag, bool wait, vigilStatus* status) {
   FrameHeader h;
   h.kind = static_cast<uint8_t>(FrameKind::Tagged);
   beginOp(h,
-          cat(label, " (", peer == VIGIL_ANY_SOURCE ? std::string("any source") : cat("rank ", peer), ", ",
+          cat(label, " (", peer == VIGIL_ANY_SOURCE ? std::string("any source") : faults_.rankLabel(peer), ", ",
               tagText(tag), ")"),
           /*watchPeers=*/false);
   try {
@@ -367,7 +371,8 @@ bool Communicator::probe(int peer, int tag, bool wait, vigilStatus* status) {
         error(Errc::ApiBadTag)
             .op(label)
             .cause("no message that a tagged receive from ",
-                   peer == VIGIL_ANY_SOURCE ? std::string("any source") : cat("rank ", peer), " with ", tagText(tag),
+                   peer == VIGIL_ANY_SOURCE ? std::string("any source") : faults_.rankLabel(peer), " with ",
+                   tagText(tag),
                    " would take can come: ",
                    peer == rank_ ? "this rank sent none to itself"
                                  : "the next message of every such sender is untagged (vigilSend)")

@@ -241,6 +241,22 @@ CommConfig CommConfig::resolve(const vigilConfig* user, const EnvConfig& env) {
     }
     cfg.timeoutSource = source;
   }
+  const bool hasGroup = user->size >= offsetof(vigilConfig, groupRanks) + sizeof(user->groupRanks);
+  if (hasGroup && (user->groupName != nullptr || user->groupRanks != nullptr)) {
+    if (user->groupName == nullptr || user->groupRanks == nullptr) {
+      ErrorBuilder(Errc::ApiBadConfig)
+          .cause("vigilConfig.", user->groupName == nullptr ? "groupRanks" : "groupName",
+                 " is set but vigilConfig.", user->groupName == nullptr ? "groupName" : "groupRanks", " is NULL")
+          .remedy("set both groupName and groupRanks, or neither")
+          .raise();
+    }
+    std::string_view group(user->groupName);
+    if (group.empty() || group.size() > 64) {
+      bad("groupName (length)", static_cast<long long>(group.size()), "1 to 64 characters");
+    }
+    cfg.groupName = group;
+    cfg.groupRanksGiven = user->groupRanks;
+  }
   return cfg;
 }
 

@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <functional>
 #include <string>
+#include <vector>
 #include <string_view>
 
 #include "vigil/vigil.h"
@@ -75,6 +76,11 @@ struct CommConfig {
   TransportKind transport = TransportKind::Auto;
   std::string algoText;  // forced algorithms (VIGIL_ALGO), parsed by algo::AlgoOverrides
   std::string name;
+  // vigilConfig.groupName / groupRanks (the init call copies the ranks: it
+  // knows nranks); empty: none. Splits clear them.
+  std::string groupName;
+  const int* groupRanksGiven = nullptr;
+  std::vector<int> groupRanks;
 
   // Throws Error(VG-API-012) for an invalid field.
   static CommConfig resolve(const vigilConfig* user, const EnvConfig& env);

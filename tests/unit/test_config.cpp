@@ -217,6 +217,29 @@ TEST(CommConfig, InvalidFieldsAreRefused) {
   u.timeoutMs = 500;
   u.timeoutName = "";
   refuse(u, "vigilConfig.timeoutName (length) = 0");
+  u = VIGIL_CONFIG_INIT;
+  u.groupName = "torch-1";
+  refuse(u, "vigilConfig.groupName is set but vigilConfig.groupRanks is NULL");
+  const int ranks[2] = {3, 1};
+  u = VIGIL_CONFIG_INIT;
+  u.groupRanks = ranks;
+  refuse(u, "vigilConfig.groupRanks is set but vigilConfig.groupName is NULL");
+  u.groupName = "";
+  refuse(u, "vigilConfig.groupName (length) = 0");
+}
+
+TEST(CommConfig, GroupNameAndRanksAreTakenFromCallersThatHaveThem) {
+  EnvConfig env = parseFrom({});
+  const int ranks[2] = {3, 1};
+  vigilConfig user = VIGIL_CONFIG_INIT;
+  user.groupName = "torch-1";
+  user.groupRanks = ranks;
+  const CommConfig cfg = CommConfig::resolve(&user, env);
+  EXPECT_EQ(cfg.groupName, "torch-1");
+  EXPECT_EQ(cfg.groupRanksGiven, ranks);  // copied by the init call, which knows nranks
+  // A caller built against the header before them: not read, whatever lies there.
+  user.size = offsetof(vigilConfig, groupName);
+  EXPECT_TRUE(CommConfig::resolve(&user, env).groupName.empty());
 }
 
 TEST(CommConfig, TimeoutNameSaysWhoSetTheTimeout) {

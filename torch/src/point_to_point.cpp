@@ -100,6 +100,12 @@ vigilComm_t PointToPoint::Channel::comm(const OpSite& site) {
     config.connectTimeoutMs = owner_.timeoutMs_;
     config.commName = commName_.c_str();
     config.timeoutName = kTimeoutName;
+    // Errors name the channel's two ranks as the group's: "rank 0 (rank 2 of 'torch-...')".
+    const int sender = direction_ == Direction::Send ? owner_.rank_ : peer_;
+    const int receiver = direction_ == Direction::Send ? peer_ : owner_.rank_;
+    const int groupRanks[2] = {sender, receiver};
+    config.groupName = owner_.commName_.c_str();
+    config.groupRanks = groupRanks;
     comm_.emplace(2, root, direction_ == Direction::Send ? 0 : 1, &config);
     connected_.store(comm_->get());
   } catch (...) {
