@@ -185,6 +185,18 @@ size_t extent(const std::vector<size_t>& counts, const std::vector<size_t>& disp
   return end;
 }
 
+// The blocks that send_counts and send_displs lay out lie inside `send`.
+void requireSendInside(const std::vector<size_t>& counts, const std::vector<size_t>& displs, const py::array& send,
+                       const Where& where) {
+  const size_t end = extent(counts, displs);
+  if (end > static_cast<size_t>(send.size())) {
+    refuse("VG-PY-001", where,
+           "send_counts and send_displs reach element " + std::to_string(end) + " but send (" + describe(send) +
+               ") has " + std::to_string(send.size()),
+           "pass counts and displacements that stay inside send");
+  }
+}
+
 py::object allToAllV(Comm& comm, const py::object& send, const py::object& sendCounts, const py::object& recvCounts,
                      const py::object& out, const py::object& sendDispls, const py::object& recvDispls,
                      const py::object& dtype, bool asyncOp) {
@@ -195,13 +207,7 @@ py::object allToAllV(Comm& comm, const py::object& send, const py::object& sendC
   const std::vector<size_t> sd = displacements(sendDispls, sc, "send_displs", n, where);
   const std::vector<size_t> rc = countList(recvCounts, "recv_counts", n, where);
   const std::vector<size_t> rd = displacements(recvDispls, rc, "recv_displs", n, where);
-  const size_t sendEnd = extent(sc, sd);
-  if (sendEnd > static_cast<size_t>(in.array.size())) {
-    refuse("VG-PY-001", where,
-           "send_counts and send_displs reach element " + std::to_string(sendEnd) + " but send (" + describe(in.array) +
-               ") has " + std::to_string(in.array.size()),
-           "pass counts and displacements that stay inside send");
-  }
+  requireSendInside(sc, sd, in.array, where);
   const size_t recvEnd = extent(rc, rd);
   py::array result;
   if (out.is_none()) {
@@ -380,13 +386,7 @@ py::object scatterV(Comm& comm, const py::object& send, const py::object& sendCo
   Input in = input(send, "send", dtype, where);
   requireSameDtype(result, in.array, where);
   const std::vector<size_t> sd = displacements(sendDispls, sc, "send_displs", n, where);
-  const size_t sendEnd = extent(sc, sd);
-  if (sendEnd > static_cast<size_t>(in.array.size())) {
-    refuse("VG-PY-001", where,
-           "send_counts and send_displs reach element " + std::to_string(sendEnd) + " but send (" + describe(in.array) +
-               ") has " + std::to_string(in.array.size()),
-           "pass counts and displacements that stay inside send");
-  }
+  requireSendInside(sc, sd, in.array, where);
   const Buffers b{in.array.data(), result.mutable_data(), in.type};
   const std::vector<size_t> scv = scaled(sc, in.scale), sdv = scaled(sd, in.scale);
   return comm.issue(where.op, asyncOp, {in.array, result}, result, [&](vigilComm_t c, vigilStream_t s) {

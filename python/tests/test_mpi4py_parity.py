@@ -74,10 +74,12 @@ def test_object_send_recv_any_source_and_sendrecv():
             for _ in range(2 * (n - 1)):
                 obj = comm.recv(status=status)  # any source, any tag
                 seen.append((status.source, status.tag, obj))
+            comm.barrier()  # the next message is sent after every one above was received
             named = comm.recv(1, 7)  # mpi4py's recv(source, tag)
             return sorted(seen, key=lambda s: (s[0], s[1])), named
         comm.send({"from": r}, 0, tag=r)
         comm.send(["second", r], dest=0, tag=100 + r)
+        comm.barrier()
         if r == 1:
             comm.send("named", 0, tag=7)
         return None
