@@ -86,11 +86,13 @@ case "${1:-}" in
     echo "== test suite under ThreadSanitizer =="
     configure_and_build build-tsan -DCMAKE_BUILD_TYPE=Debug -DVIGIL_SANITIZE=thread
     TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1" run_ctest build-tsan
-    echo "== Release build (-O3, warnings as errors): library, tools, the demo =="
-    configure_and_build build-release -DCMAKE_BUILD_TYPE=Release -DVIGIL_BUILD_TESTS=OFF -DVIGIL_BUILD_PYTHON=OFF
+    # One Release build serves both: pip's CMake build (setup.py) is the
+    # -O3 build of the library, the tools, the demo and the Python package.
+    echo "== Release build (-O3, warnings as errors) by pip install . into a fresh virtual environment (offline) =="
+    VIGIL_CMAKE_BUILD_DIR="$PWD/build-release" VIGIL_CMAKE_ARGS="-DVIGIL_WERROR=ON" \
+      sh tests/install/check_pip_install.sh "$PWD" build-venv
+    echo "== the demo, from the Release build =="
     ./build-release/vigil-run -n 4 --timeout 120 ./build-release/vigil-demo
-    echo "== pip install . into a fresh virtual environment (offline), then the installed copy runs =="
-    sh tests/install/check_pip_install.sh "$PWD" build-venv
     ;;
   *)
     echo "usage: $0 demo|test" >&2
