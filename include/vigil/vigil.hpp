@@ -189,8 +189,7 @@ class Communicator {
   template <class T>
   vigilRedOp_t createPreMulSumOf(const T* scalar) const {
     vigilRedOp_t op{};
-    check(vigilRedOpCreatePreMulSum(&op, const_cast<T*>(scalar), DataType<T>::value, vigilScalarDevice, comm_),
-          comm_);
+    check(vigilRedOpCreatePreMulSum(&op, const_cast<T*>(scalar), DataType<T>::value, vigilScalarDevice, comm_), comm_);
     return op;
   }
   void destroyRedOp(vigilRedOp_t op) const { check(vigilRedOpDestroy(op, comm_), comm_); }

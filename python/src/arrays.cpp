@@ -19,12 +19,20 @@ struct TypeRow {
 };
 
 constexpr TypeRow kTypes[] = {
-    {vigilInt8, "int8", 1},         {vigilUint8, "uint8", 1},     {vigilInt32, "int32", 4},
-    {vigilUint32, "uint32", 4},     {vigilInt64, "int64", 8},     {vigilUint64, "uint64", 8},
-    {vigilFloat16, "float16", 2},   {vigilFloat32, "float32", 4}, {vigilFloat64, "float64", 8},
+    {vigilInt8, "int8", 1},
+    {vigilUint8, "uint8", 1},
+    {vigilInt32, "int32", 4},
+    {vigilUint32, "uint32", 4},
+    {vigilInt64, "int64", 8},
+    {vigilUint64, "uint64", 8},
+    {vigilFloat16, "float16", 2},
+    {vigilFloat32, "float32", 4},
+    {vigilFloat64, "float64", 8},
     {vigilBfloat16, "bfloat16", 2},
-    {vigilFloat32Int32, "float32_int32", 8}, {vigilFloat64Int32, "float64_int32", 16},
-    {vigilInt32Int32, "int32_int32", 8},     {vigilInt64Int32, "int64_int32", 16},
+    {vigilFloat32Int32, "float32_int32", 8},
+    {vigilFloat64Int32, "float64_int32", 16},
+    {vigilInt32Int32, "int32_int32", 8},
+    {vigilInt64Int32, "int64_int32", 16},
 };
 
 struct OpRow {
@@ -32,10 +40,10 @@ struct OpRow {
   const char* name;
 };
 
-constexpr OpRow kOps[] = {{vigilSum, "sum"},   {vigilProd, "prod"}, {vigilMax, "max"},  {vigilMin, "min"},
-                          {vigilAvg, "avg"},   {vigilBand, "band"}, {vigilBor, "bor"},  {vigilBxor, "bxor"},
-                          {vigilLand, "land"}, {vigilLor, "lor"},   {vigilLxor, "lxor"},
-                          {vigilMinLoc, "minloc"}, {vigilMaxLoc, "maxloc"}};
+constexpr OpRow kOps[] = {{vigilSum, "sum"},      {vigilProd, "prod"}, {vigilMax, "max"},   {vigilMin, "min"},
+                          {vigilAvg, "avg"},      {vigilBand, "band"}, {vigilBor, "bor"},   {vigilBxor, "bxor"},
+                          {vigilLand, "land"},    {vigilLor, "lor"},   {vigilLxor, "lxor"}, {vigilMinLoc, "minloc"},
+                          {vigilMaxLoc, "maxloc"}};
 
 const char* kTypeList =
     "int8, uint8, int32, uint32, int64, uint64, float16, float32, float64, bfloat16 (and for minloc/maxloc the "

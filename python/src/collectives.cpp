@@ -371,7 +371,8 @@ py::object scatterV(Comm& comm, const py::object& send, const py::object& sendCo
   } else if (!sc.empty() && !send.is_none()) {
     Input in = input(send, "send", dtype, where);
     m = {in.type, in.scale};
-    result = py::array(in.array.dtype(), std::vector<py::ssize_t>{static_cast<py::ssize_t>(sc[static_cast<size_t>(rank)])});
+    result =
+        py::array(in.array.dtype(), std::vector<py::ssize_t>{static_cast<py::ssize_t>(sc[static_cast<size_t>(rank)])});
   } else {
     refuse("VG-PY-001", where, "out is None and this rank cannot tell its block's size",
            "pass out (room for this rank's block), or send_counts and send (an array of the root's dtype)");

@@ -155,8 +155,8 @@ void reduceScatterVRing(StepRunner& r, const OpDesc& op) {
     if (in != out && blocks.size(0) > 0) std::memmove(out, in, blocks.size(0) * elem);
     return;
   }
-  ringReduceScatter(r, {.input = in, .owned = out, .partials = nullptr, .blocks = blocks, .dtype = op.dtype,
-                        .op = op.redop});
+  ringReduceScatter(
+      r, {.input = in, .owned = out, .partials = nullptr, .blocks = blocks, .dtype = op.dtype, .op = op.redop});
 }
 
 }  // namespace vigil::algo

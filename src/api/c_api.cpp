@@ -32,8 +32,7 @@ vigilResult_t submit(vigilComm_t comm, vigilStream_t stream, const OpDesc& given
     std::shared_ptr<Communicator> c = api::acquire(comm);
     std::shared_ptr<Stream> s = api::streamOf(stream);
     OpDesc resolved;  // a call naming an operator of vigilRedOpCreatePreMulSum
-    const OpDesc& op =
-        given.hasRedOp() && createdRedOp(given.redop) ? (resolved = c->resolveRedOp(given)) : given;
+    const OpDesc& op = given.hasRedOp() && createdRedOp(given.redop) ? (resolved = c->resolveRedOp(given)) : given;
     if (group::active() && op.tagged && op.peer == VIGIL_ANY_SOURCE) {
       c->validate(op);
       c->error(Errc::ApiBadTag)
@@ -474,24 +473,17 @@ vigilResult_t vigilReduceScatterV(const void* sendbuff, void* recvbuff, const si
 
 vigilResult_t vigilScan(const void* sendbuff, void* recvbuff, size_t count, vigilDataType_t datatype, vigilRedOp_t op,
                         vigilComm_t comm, vigilStream_t stream) {
-  return submit(comm, stream,
-                OpDesc{.kind = OpKind::Scan,
-                       .send = sendbuff,
-                       .recv = recvbuff,
-                       .count = count,
-                       .dtype = datatype,
-                       .redop = op});
+  return submit(
+      comm, stream,
+      OpDesc{.kind = OpKind::Scan, .send = sendbuff, .recv = recvbuff, .count = count, .dtype = datatype, .redop = op});
 }
 
-vigilResult_t vigilExscan(const void* sendbuff, void* recvbuff, size_t count, vigilDataType_t datatype,
-                          vigilRedOp_t op, vigilComm_t comm, vigilStream_t stream) {
-  return submit(comm, stream,
-                OpDesc{.kind = OpKind::Exscan,
-                       .send = sendbuff,
-                       .recv = recvbuff,
-                       .count = count,
-                       .dtype = datatype,
-                       .redop = op});
+vigilResult_t vigilExscan(const void* sendbuff, void* recvbuff, size_t count, vigilDataType_t datatype, vigilRedOp_t op,
+                          vigilComm_t comm, vigilStream_t stream) {
+  return submit(
+      comm, stream,
+      OpDesc{
+          .kind = OpKind::Exscan, .send = sendbuff, .recv = recvbuff, .count = count, .dtype = datatype, .redop = op});
 }
 
 vigilResult_t vigilRedOpCreatePreMulSum(vigilRedOp_t* op, void* scalar, vigilDataType_t datatype,

@@ -312,7 +312,7 @@ class Communicator : public algo::LoadStoreRunner, public algo::HierarchicalRunn
   mutable std::mutex redOpsMutex_;  // taken by calls that name a created operator only
   std::unordered_map<int, CreatedRedOp> redOps_;
   int nextRedOp_ = VIGIL_REDOP_CREATED_FIRST;  // never reused: a destroyed operator stays refused
-  const std::vector<int> allPeers_;  // every rank but this one
+  const std::vector<int> allPeers_;            // every rank but this one
   FaultReporter faults_;
   algo::AlgoOverrides algoOverrides_;  // VIGIL_ALGO
   FlightRecorder recorder_;

@@ -125,8 +125,7 @@ std::optional<Error> Communicator::misfit(const OpDesc& r, int source, const Fra
   if (got.dtype == static_cast<uint8_t>(r.dtype) && got.bytes <= capacity) return std::nullopt;
   ErrorBuilder b = error(Errc::OpSizeMismatch).op("recv").peer(source);
   if (got.dtype != static_cast<uint8_t>(r.dtype)) {
-    b.cause(faults_.rankLabel(source), "'s ", describeMessage(got), " matched this rank's ",
-            describeRecv(r, faults_),
+    b.cause(faults_.rankLabel(source), "'s ", describeMessage(got), " matched this rank's ", describeRecv(r, faults_),
             ", but their data types differ");
     b.remedy("receive with the data type ", faults_.rankLabel(source), " sends with (or send with the receive's)");
   } else {
@@ -237,7 +236,8 @@ void Communicator::runTaggedBatch(std::span<const OpDesc> ops, ExchangeWork* wor
     const bool isSend = op.kind == OpKind::Send;
     if (op.tagged && !isSend) {
       // In issue order among the peer's other messages of the batch.
-      if (std::any_of(recvs.begin(), recvs.end(), [&](const TaggedRecv& r) { return !r.done && r.op->peer == op.peer; }))
+      if (std::any_of(recvs.begin(), recvs.end(),
+                      [&](const TaggedRecv& r) { return !r.done && r.op->peer == op.peer; }))
         addSink(op.peer);
       continue;
     }
@@ -372,8 +372,7 @@ bool Communicator::probe(int peer, int tag, bool wait, vigilStatus* status) {
             .op(label)
             .cause("no message that a tagged receive from ",
                    peer == VIGIL_ANY_SOURCE ? std::string("any source") : faults_.rankLabel(peer), " with ",
-                   tagText(tag),
-                   " would take can come: ",
+                   tagText(tag), " would take can come: ",
                    peer == rank_ ? "this rank sent none to itself"
                                  : "the next message of every such sender is untagged (vigilSend)")
             .remedy("probe for messages that are sent; receive untagged ones with vigilRecv first")

@@ -238,8 +238,7 @@ class OpCheck {
 
   // The end, in elements, of the blocks that counts (and displs; null: one
   // after another in rank order) lay out, each checked not to overflow.
-  size_t blocksEnd(const size_t* counts, const size_t* displs, const char* countsName,
-                   const char* displsName) const {
+  size_t blocksEnd(const size_t* counts, const size_t* displs, const char* countsName, const char* displsName) const {
     const size_t limit = std::numeric_limits<size_t>::max() / elem_;
     size_t end = 0, next = 0;
     for (size_t p = 0; p < n_; ++p) {
@@ -281,7 +280,9 @@ class OpCheck {
   // A buffer of `elems` elements: given when non-empty, inside the address space.
   void region(const void* p, size_t elems, const char* name) const {
     if (elems > 0 && p == nullptr) {
-      fail(Errc::ApiNullArgument).cause(name, " is NULL but holds ", elems, " elements of ", dtypeName(op_.dtype)).raise();
+      fail(Errc::ApiNullArgument)
+          .cause(name, " is NULL but holds ", elems, " elements of ", dtypeName(op_.dtype))
+          .raise();
     }
     if (p != nullptr && wraps(p, elems * elem_)) {
       fail(Errc::ApiCountOverflow)
@@ -343,8 +344,9 @@ class OpCheck {
     for (size_t p = 0; p < me; ++p) mine += op_.recvcounts[p];
     region(op_.send, end, "sendbuff");
     region(op_.recv, op_.recvcounts[me], "recvbuff");
-    inPlaceOrApart(op_.recv, op_.recvcounts[me], op_.send, end, mine,
-                   "recvbuff overlaps sendbuff but is not sendbuff + the blocks of the lower ranks (the in-place form)");
+    inPlaceOrApart(
+        op_.recv, op_.recvcounts[me], op_.send, end, mine,
+        "recvbuff overlaps sendbuff but is not sendbuff + the blocks of the lower ranks (the in-place form)");
   }
 
   const Communicator& comm_;

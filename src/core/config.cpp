@@ -59,9 +59,12 @@ size_t parseHeapBytes(const char* text) {
   uint64_t unit = 1;
   if (!v.empty()) {
     switch (v.back()) {
-      case 'k': case 'K': unit = uint64_t{1} << 10; break;
-      case 'm': case 'M': unit = uint64_t{1} << 20; break;
-      case 'g': case 'G': unit = uint64_t{1} << 30; break;
+      case 'k':
+      case 'K': unit = uint64_t{1} << 10; break;
+      case 'm':
+      case 'M': unit = uint64_t{1} << 20; break;
+      case 'g':
+      case 'G': unit = uint64_t{1} << 30; break;
       default: break;
     }
     if (unit != 1) v.remove_suffix(1);
@@ -69,7 +72,8 @@ size_t parseHeapBytes(const char* text) {
   auto n = parseInt(v);
   constexpr uint64_t kMax = uint64_t{1} << 40;
   if (!n || *n <= 0 || static_cast<uint64_t>(*n) > kMax / unit || static_cast<uint64_t>(*n) * unit < 4096) {
-    raiseBadValue("VIGIL_SYMMETRIC_HEAP", text, "bytes per rank from 4096 to 1T, optionally with a K, M or G suffix (e.g. 2G)");
+    raiseBadValue("VIGIL_SYMMETRIC_HEAP", text,
+                  "bytes per rank from 4096 to 1T, optionally with a K, M or G suffix (e.g. 2G)");
   }
   return static_cast<size_t>(static_cast<uint64_t>(*n) * unit);
 }
@@ -245,8 +249,8 @@ CommConfig CommConfig::resolve(const vigilConfig* user, const EnvConfig& env) {
   if (hasGroup && (user->groupName != nullptr || user->groupRanks != nullptr)) {
     if (user->groupName == nullptr || user->groupRanks == nullptr) {
       ErrorBuilder(Errc::ApiBadConfig)
-          .cause("vigilConfig.", user->groupName == nullptr ? "groupRanks" : "groupName",
-                 " is set but vigilConfig.", user->groupName == nullptr ? "groupName" : "groupRanks", " is NULL")
+          .cause("vigilConfig.", user->groupName == nullptr ? "groupRanks" : "groupName", " is set but vigilConfig.",
+                 user->groupName == nullptr ? "groupName" : "groupRanks", " is NULL")
           .remedy("set both groupName and groupRanks, or neither")
           .raise();
     }

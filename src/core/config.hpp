@@ -7,8 +7,8 @@
 #include <cstdint>
 #include <functional>
 #include <string>
-#include <vector>
 #include <string_view>
+#include <vector>
 
 #include "vigil/vigil.h"
 

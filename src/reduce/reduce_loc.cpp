@@ -123,8 +123,7 @@ size_t locNonFinite(const void* buf, size_t count) {
 
 }  // namespace
 
-bool locReduceInto(void* dst, const void* a, const void* b, size_t count, vigilDataType_t dtype,
-                   vigilRedOp_t op) {
+bool locReduceInto(void* dst, const void* a, const void* b, size_t count, vigilDataType_t dtype, vigilRedOp_t op) {
   switch (dtype) {
     case vigilFloat32Int32: return locTyped<float>(dst, a, b, count, op);
     case vigilFloat64Int32: return locTyped<double>(dst, a, b, count, op);

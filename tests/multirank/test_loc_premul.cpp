@@ -347,14 +347,14 @@ TEST(PreMulSum, MisuseIsRefusedAndNamed) {
     expectRefusal(vigilRedOpDestroy(op, comm), "VG-API-003", "destroyed already");
     expectRefusal(vigilRedOpDestroy(vigilSum, comm), "VG-API-003", "is built in");
     vigilInt32Int32_t pair{};
-    expectRefusal(vigilRedOpCreatePreMulSum(&op, &pair, vigilInt32Int32, vigilScalarHostImmediate, comm),
-                  "VG-API-003", "reduce with vigilMinLoc and vigilMaxLoc only");
+    expectRefusal(vigilRedOpCreatePreMulSum(&op, &pair, vigilInt32Int32, vigilScalarHostImmediate, comm), "VG-API-003",
+                  "reduce with vigilMinLoc and vigilMaxLoc only");
     expectRefusal(vigilRedOpCreatePreMulSum(&op, &s, vigilFloat32, static_cast<vigilScalarResidence_t>(7), comm),
                   "VG-API-003", "residence 7 is not a vigilScalarResidence_t");
-    expectRefusal(vigilRedOpCreatePreMulSum(&op, nullptr, vigilFloat32, vigilScalarHostImmediate, comm),
-                  "VG-API-001", "scalar is NULL");
-    expectRefusal(vigilRedOpCreatePreMulSum(nullptr, &s, vigilFloat32, vigilScalarHostImmediate, comm),
-                  "VG-API-001", "op is NULL");
+    expectRefusal(vigilRedOpCreatePreMulSum(&op, nullptr, vigilFloat32, vigilScalarHostImmediate, comm), "VG-API-001",
+                  "scalar is NULL");
+    expectRefusal(vigilRedOpCreatePreMulSum(nullptr, &s, vigilFloat32, vigilScalarHostImmediate, comm), "VG-API-001",
+                  "op is NULL");
     // Another communicator's operator (a split of this one) is not this one's.
     vigilComm_t child = nullptr;
     ASSERT_EQ(vigilCommSplit(comm, 0, rank, &child), vigilSuccess) << vigilGetLastError(comm);
@@ -362,14 +362,13 @@ TEST(PreMulSum, MisuseIsRefusedAndNamed) {
     ASSERT_EQ(vigilRedOpCreatePreMulSum(&childOp, &s, vigilFloat32, vigilScalarHostImmediate, child), vigilSuccess);
     expectRefusal(vigilAllReduce(x, x, 2, vigilFloat32, childOp, comm, nullptr), "VG-API-003",
                   "is not an operator of this communicator");
-    ASSERT_EQ(vigilAllReduce(x, x, 2, vigilFloat32, childOp, child, nullptr), vigilSuccess)
-        << vigilGetLastError(child);
+    ASSERT_EQ(vigilAllReduce(x, x, 2, vigilFloat32, childOp, child, nullptr), vigilSuccess) << vigilGetLastError(child);
     EXPECT_EQ(x[0], 4.0f);
     EXPECT_EQ(vigilRedOpDestroy(childOp, child), vigilSuccess);
     EXPECT_EQ(vigilCommDestroy(child), vigilSuccess);
     // The reduction value the library uses inside is not one a caller may pass.
-    expectRefusal(vigilAllReduce(x, x, 2, vigilFloat32, static_cast<vigilRedOp_t>(64), comm, nullptr),
-                  "VG-API-003", "reduction 64 is not a vigilRedOp_t");
+    expectRefusal(vigilAllReduce(x, x, 2, vigilFloat32, static_cast<vigilRedOp_t>(64), comm, nullptr), "VG-API-003",
+                  "reduction 64 is not a vigilRedOp_t");
     ASSERT_EQ(vigilAllReduce(x, x, 2, vigilFloat32, vigilSum, comm, nullptr), vigilSuccess);
     EXPECT_EQ(x[1], 8.0f);
   });

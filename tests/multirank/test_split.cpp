@@ -5,7 +5,6 @@
 // calling split).
 
 #include <gtest/gtest.h>
-
 #include <unistd.h>
 
 #include <algorithm>
@@ -96,7 +95,8 @@ TEST(Split, MembersConnectWithoutDroppedConnections) {
   Logger::instance().configure(LogLevel::Warn, path);
   for (int n : {2, 5, 8}) {
     SCOPED_TRACE("n=" + std::to_string(n));
-    checkSplit(n, [](int r) { return r % 2; }, [](int r) { return -r; });
+    checkSplit(
+        n, [](int r) { return r % 2; }, [](int r) { return -r; });
   }
   Logger::instance().configure(LogLevel::Warn, "");
   std::ifstream in(path);

@@ -58,7 +58,8 @@ Layout reversedWithGaps(int n) {
 std::vector<int32_t> gathered(const Layout& l, int n) {
   std::vector<int32_t> want(l.total, kUnwritten);
   for (int p = 0; p < n; ++p) {
-    for (size_t i = 0; i < l.counts[static_cast<size_t>(p)]; ++i) want[l.displs[static_cast<size_t>(p)] + i] = value(p, i);
+    for (size_t i = 0; i < l.counts[static_cast<size_t>(p)]; ++i)
+      want[l.displs[static_cast<size_t>(p)] + i] = value(p, i);
   }
   return want;
 }
@@ -102,9 +103,8 @@ TEST_P(VCollectives, GatherVAndScatterV) {
     const std::vector<int32_t> mine = ownBlock(rank);
     std::vector<int32_t> out(isRoot ? l.total : 0, kUnwritten);
     // Only the root's arrays and many-block buffer are read: the others pass NULL.
-    ASSERT_EQ(vigilGatherV(mine.data(), mine.size(), isRoot ? out.data() : nullptr,
-                           isRoot ? l.counts.data() : nullptr, isRoot ? l.displs.data() : nullptr, vigilInt32, root,
-                           comm, nullptr),
+    ASSERT_EQ(vigilGatherV(mine.data(), mine.size(), isRoot ? out.data() : nullptr, isRoot ? l.counts.data() : nullptr,
+                           isRoot ? l.displs.data() : nullptr, vigilInt32, root, comm, nullptr),
               vigilSuccess)
         << vigilGetLastError(comm);
     if (isRoot) {
@@ -113,10 +113,10 @@ TEST_P(VCollectives, GatherVAndScatterV) {
     // Back out again: every rank gets its own block.
     const std::vector<int32_t> all = gathered(l, n);
     std::vector<int32_t> got(mine.size() + 1, kUnwritten);
-    ASSERT_EQ(vigilScatterV(isRoot ? all.data() : nullptr, isRoot ? l.counts.data() : nullptr,
-                            isRoot ? l.displs.data() : nullptr, got.data(), mine.size(), vigilInt32, root, comm,
-                            nullptr),
-              vigilSuccess)
+    ASSERT_EQ(
+        vigilScatterV(isRoot ? all.data() : nullptr, isRoot ? l.counts.data() : nullptr,
+                      isRoot ? l.displs.data() : nullptr, got.data(), mine.size(), vigilInt32, root, comm, nullptr),
+        vigilSuccess)
         << vigilGetLastError(comm);
     EXPECT_TRUE(std::equal(mine.begin(), mine.end(), got.begin()));
     EXPECT_EQ(got.back(), kUnwritten) << "written past the block";
@@ -157,9 +157,9 @@ TEST_P(VCollectives, ReduceScatterV) {
       EXPECT_EQ(out.back(), kUnwritten) << "written past the block, op " << op;
       // In place: the result lands on this rank's block of the input.
       std::vector<int64_t> inPlace = rsInput(rank, total);
-      ASSERT_EQ(vigilReduceScatterV(inPlace.data(), inPlace.data() + offset, counts.data(), vigilInt64, op, comm,
-                                    nullptr),
-                vigilSuccess)
+      ASSERT_EQ(
+          vigilReduceScatterV(inPlace.data(), inPlace.data() + offset, counts.data(), vigilInt64, op, comm, nullptr),
+          vigilSuccess)
           << vigilGetLastError(comm);
       EXPECT_TRUE(std::equal(want.begin(), want.end(), inPlace.begin() + static_cast<ptrdiff_t>(offset)))
           << "in place, op " << op;
@@ -230,8 +230,7 @@ TEST_P(VCollectives, ScanOnFloats) {
   runRanks(n, [&](int rank, vigilComm_t& comm) {
     const double mine[2] = {static_cast<double>(rank + 1), -2.0 * rank};
     double avg[2] = {0, 0}, exMax[2] = {0, 0};
-    ASSERT_EQ(vigilScan(mine, avg, 2, vigilFloat64, vigilAvg, comm, nullptr), vigilSuccess)
-        << vigilGetLastError(comm);
+    ASSERT_EQ(vigilScan(mine, avg, 2, vigilFloat64, vigilAvg, comm, nullptr), vigilSuccess) << vigilGetLastError(comm);
     EXPECT_EQ(avg[0], (rank + 2) / 2.0);  // (1 + ... + (rank+1)) / (rank+1)
     EXPECT_EQ(avg[1], -static_cast<double>(rank));
     ASSERT_EQ(vigilExscan(mine, exMax, 2, vigilFloat64, vigilMax, comm, nullptr), vigilSuccess)
@@ -269,9 +268,9 @@ TEST(VCollectives, StreamKeepsItsOwnCopyOfTheArrays) {
               vigilSuccess);
     {
       std::vector<size_t> counts = l.counts, displs = l.displs;
-      ASSERT_EQ(vigilAllGatherV(mine.data(), mine.size(), out.data(), counts.data(), displs.data(), vigilInt32, comm,
-                                stream),
-                vigilSuccess)
+      ASSERT_EQ(
+          vigilAllGatherV(mine.data(), mine.size(), out.data(), counts.data(), displs.data(), vigilInt32, comm, stream),
+          vigilSuccess)
           << vigilGetLastError(comm);
       std::fill(counts.begin(), counts.end(), 999999);
       std::fill(displs.begin(), displs.end(), 1u << 30);
@@ -360,9 +359,9 @@ TEST(VCollectives, RanksDisagreeingOnTheCountsAreNamed) {
     if (rank == 0) counts = {2, 3, 1};  // rank 0's idea of rank 1's and rank 2's blocks
     const std::vector<size_t> displs = {0, 2, 5};
     std::vector<int32_t> mine(counts[static_cast<size_t>(rank)], rank), out(8, kUnwritten);
-    EXPECT_EQ(vigilAllGatherV(mine.data(), mine.size(), out.data(), counts.data(), displs.data(), vigilInt32, comm,
-                              nullptr),
-              vigilMismatch);
+    EXPECT_EQ(
+        vigilAllGatherV(mine.data(), mine.size(), out.data(), counts.data(), displs.data(), vigilInt32, comm, nullptr),
+        vigilMismatch);
     const std::string text = lastError(comm);
     EXPECT_NE(text.find("VG-OP-002"), std::string::npos) << text;
     EXPECT_NE(text.find("allgatherv"), std::string::npos) << text;

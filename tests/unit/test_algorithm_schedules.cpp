@@ -469,10 +469,10 @@ INSTANTIATE_TEST_SUITE_P(Table, AlgorithmSchedule, ::testing::ValuesIn(stepRows(
                          });
 
 TEST(AlgorithmSchedule, EveryCollectiveHasAStepRow) {
-  for (OpKind kind : {OpKind::AllReduce, OpKind::Broadcast, OpKind::Reduce, OpKind::AllGather, OpKind::ReduceScatter,
-                      OpKind::AllToAll, OpKind::AllToAllV, OpKind::Gather, OpKind::Scatter, OpKind::Barrier,
-                      OpKind::AllGatherV, OpKind::GatherV, OpKind::ScatterV, OpKind::ReduceScatterV, OpKind::Scan,
-                      OpKind::Exscan}) {
+  for (OpKind kind :
+       {OpKind::AllReduce, OpKind::Broadcast, OpKind::Reduce, OpKind::AllGather, OpKind::ReduceScatter,
+        OpKind::AllToAll, OpKind::AllToAllV, OpKind::Gather, OpKind::Scatter, OpKind::Barrier, OpKind::AllGatherV,
+        OpKind::GatherV, OpKind::ScatterV, OpKind::ReduceScatterV, OpKind::Scan, OpKind::Exscan}) {
     bool found = false;
     for (const algo::AlgoRow* row : stepRows()) found = found || row->kind == kind;
     EXPECT_TRUE(found) << opName(kind);

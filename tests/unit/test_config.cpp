@@ -72,8 +72,8 @@ TEST(EnvConfig, ValidValuesAreTaken) {
   EXPECT_EQ(c.dumpDir, "/tmp/dumps");
   EXPECT_EQ(c.flightRecorder, 16);
   EXPECT_EQ(c.symmetricHeapBytes, size_t{3} << 30);
-  for (auto [text, bytes] : {std::pair{"65536", size_t{65536}}, std::pair{"64k", size_t{64} << 10},
-                             std::pair{"512M", size_t{512} << 20}}) {
+  for (auto [text, bytes] :
+       {std::pair{"65536", size_t{65536}}, std::pair{"64k", size_t{64} << 10}, std::pair{"512M", size_t{512} << 20}}) {
     EXPECT_EQ(parseFrom({{"VIGIL_SYMMETRIC_HEAP", text}}).symmetricHeapBytes, bytes) << text;
   }
   EXPECT_NE(c.describe().find("VIGIL_PORT_RANGE=29500-29599"), std::string::npos);

@@ -598,7 +598,6 @@ TEST(VectorKernels, EveryEntryPointMatchesPortableLoops) {
 }
 #endif  // VIGIL_REDUCE_HAVE_AVX2
 
-
 // ---- (value, index) pairs -----------------------------------------------------
 
 TEST(LocPairs, ExtremeValueThenLesserIndex) {
