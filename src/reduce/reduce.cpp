@@ -8,6 +8,7 @@
 #include <limits>
 #include <type_traits>
 
+#include "reduce/float_order.hpp"
 #include "reduce/half.hpp"
 #include "reduce/kernels.hpp"
 
@@ -163,20 +164,7 @@ using LxorOp = IntegerOp<LxorBits>;
 // and the FP environment: under DAZ a float compare sees denormals as zero,
 // and Clang lowers the `?:` to maxps/minps, which then return such an
 // operand flushed to zero. The AVX2 kernel does the same integer compare, so
-// both return the same bits with any compiler and any MXCSR.
-template <typename T>
-using Bits = std::conditional_t<sizeof(T) == 4, uint32_t, uint64_t>;
-
-// A signed integer ordered like the float (sign-magnitude to two's
-// complement); +0 and -0 map to the same key. Meaningless for NaN.
-template <typename T>
-std::make_signed_t<Bits<T>> orderKey(T v) {
-  using U = Bits<T>;
-  const U bits = std::bit_cast<U>(v);
-  const U negative = U{0} - (bits >> (8 * sizeof(U) - 1));  // all ones or zero
-  const U magnitude = bits & (~U{0} >> 1);
-  return static_cast<std::make_signed_t<U>>((magnitude ^ negative) - negative);
-}
+// both return the same bits with any compiler and any MXCSR (orderKey: float_order.hpp).
 
 template <typename T>
 T selectBits(bool cond, T a, T b) {

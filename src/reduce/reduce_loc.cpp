@@ -6,19 +6,19 @@
 // values are equal, so again the lesser index wins. That is a total order on
 // the pairs, so the result does not depend on the order in which an
 // algorithm combines the ranks' inputs: every rank gets the same pair, bit
-// for bit, whatever the algorithm. Floats are compared through orderKey-like
-// integer keys so that DAZ cannot make two different values equal.
+// for bit, whatever the algorithm. Floats are compared by their integer keys
+// (orderKey, float_order.hpp), so that DAZ cannot make two values equal.
 //
 // A winning pair is copied whole, padding included (the padding is an
 // explicit member), so the bytes a rank receives are the bytes some rank
 // sent.
 
-#include <bit>
 #include <cstdint>
 #include <cstring>
 #include <limits>
 #include <type_traits>
 
+#include "reduce/float_order.hpp"
 #include "reduce/kernels.hpp"
 
 namespace vigil::reduce {
@@ -51,16 +51,6 @@ struct Pair<int64_t> {
 static_assert(sizeof(Pair<float>) == 8 && sizeof(Pair<double>) == 16);
 static_assert(sizeof(Pair<int32_t>) == 8 && sizeof(Pair<int64_t>) == 16);
 
-// A signed integer ordered like the float; +0 and -0 share a key.
-template <typename F>
-auto floatKey(F v) {
-  using U = std::conditional_t<sizeof(F) == 4, uint32_t, uint64_t>;
-  const U bits = std::bit_cast<U>(v);
-  const U negative = U{0} - (bits >> (8 * sizeof(U) - 1));
-  const U magnitude = bits & (~U{0} >> 1);
-  return static_cast<std::make_signed_t<U>>((magnitude ^ negative) - negative);
-}
-
 // Whether pair a is kept over pair b.
 template <bool kMax, typename V>
 bool firstWins(const Pair<V>& a, const Pair<V>& b) {
@@ -68,8 +58,8 @@ bool firstWins(const Pair<V>& a, const Pair<V>& b) {
     const bool nanA = a.value != a.value;
     const bool nanB = b.value != b.value;
     if (nanA || nanB) return nanA && (!nanB || a.index <= b.index);
-    const auto ka = floatKey(a.value);
-    const auto kb = floatKey(b.value);
+    const auto ka = orderKey(a.value);
+    const auto kb = orderKey(b.value);
     if (ka != kb) return kMax ? ka > kb : ka < kb;
   } else {
     if (a.value != b.value) return kMax ? a.value > b.value : a.value < b.value;
