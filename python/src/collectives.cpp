@@ -71,17 +71,24 @@ struct Buffers {
   vigilDataType_t type = vigilFloat32;
 };
 
-py::object allReduce(Comm& comm, const py::object& send, const py::object& out, const py::object& op,
-                     const py::object& dtype, bool asyncOp) {
-  const Where where = comm.where("all_reduce");
+// An element-wise reduction of the whole array into an output of its shape
+// (all_reduce, scan, exscan): `call(send, recv, count, type, op, comm, stream)`.
+template <typename Call>
+py::object elementwise(Comm& comm, const char* name, const py::object& send, const py::object& out,
+                       const py::object& op, const py::object& dtype, bool asyncOp, Call call) {
+  const Where where = comm.where(name);
   const vigilRedOp_t redOp = parseRedOp(op, where);
   Input in = reductionInput(send, redOp, dtype, where);
   const size_t elements = in.array.size(), count = elements * in.scale;
   py::array result = outputArray(out, in.array, elements, shapeOf(in.array), where);
   const Buffers b{in.array.data(), result.mutable_data(), in.type};
-  return comm.issue(where.op, asyncOp, {in.array, result}, result, [=](vigilComm_t c, vigilStream_t s) {
-    return vigilAllReduce(b.send, b.recv, count, b.type, redOp, c, s);
-  });
+  return comm.issue(where.op, asyncOp, {in.array, result}, result,
+                    [=](vigilComm_t c, vigilStream_t s) { return call(b.send, b.recv, count, b.type, redOp, c, s); });
+}
+
+py::object allReduce(Comm& comm, const py::object& send, const py::object& out, const py::object& op,
+                     const py::object& dtype, bool asyncOp) {
+  return elementwise(comm, "all_reduce", send, out, op, dtype, asyncOp, vigilAllReduce);
 }
 
 py::object broadcast(Comm& comm, const py::object& send, const py::object& out, int root, const py::object& dtype,
@@ -419,16 +426,8 @@ py::object reduceScatterV(Comm& comm, const py::object& send, const py::object& 
 
 py::object scan(Comm& comm, const py::object& send, const py::object& out, const py::object& op,
                 const py::object& dtype, bool asyncOp, bool inclusive) {
-  const Where where = comm.where(inclusive ? "scan" : "exscan");
-  const vigilRedOp_t redOp = parseRedOp(op, where);
-  Input in = reductionInput(send, redOp, dtype, where);
-  const size_t elements = in.array.size(), count = elements * in.scale;
-  py::array result = outputArray(out, in.array, elements, shapeOf(in.array), where);
-  const Buffers b{in.array.data(), result.mutable_data(), in.type};
-  return comm.issue(where.op, asyncOp, {in.array, result}, result, [=](vigilComm_t c, vigilStream_t s) {
-    return inclusive ? vigilScan(b.send, b.recv, count, b.type, redOp, c, s)
-                     : vigilExscan(b.send, b.recv, count, b.type, redOp, c, s);
-  });
+  return inclusive ? elementwise(comm, "scan", send, out, op, dtype, asyncOp, vigilScan)
+                   : elementwise(comm, "exscan", send, out, op, dtype, asyncOp, vigilExscan);
 }
 
 py::object barrier(Comm& comm, bool asyncOp) {
