@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "api/handles.hpp"
+#include "api/submit.hpp"
 #include "bootstrap/launch_env.hpp"
 #include "comm/registry.hpp"
 #include "core/dtype.hpp"
@@ -26,6 +27,28 @@ namespace {
 // The communicators of this thread's open group: a failed vigilGroupEnd is
 // also the last error of each of them (vigilGetLastError(comm) after it).
 thread_local std::vector<vigilComm_t> groupComms;
+
+vigilResult_t initComm(int nranks, const RootInfo& root, int rank, const vigilConfig* config, vigilComm_t* comm) {
+  CommConfig resolved = CommConfig::resolve(config, processConfig());
+  if (resolved.groupRanksGiven != nullptr && nranks > 0) {
+    resolved.groupRanks.assign(resolved.groupRanksGiven, resolved.groupRanksGiven + nranks);
+    for (int r = 0; r < nranks; ++r) {
+      if (resolved.groupRanks[static_cast<size_t>(r)] < 0) {
+        ErrorBuilder(Errc::ApiBadConfig)
+            .cause("vigilConfig.groupRanks[", r, "] = ", resolved.groupRanks[static_cast<size_t>(r)], " is not valid")
+            .remedy("give each rank's rank in the group, >= 0")
+            .raise();
+      }
+    }
+  }
+  resolved.groupRanksGiven = nullptr;
+  *comm = api::makeHandle(Communicator::create(nranks, root, rank, resolved));
+  return vigilSuccess;
+}
+
+}  // namespace
+
+namespace vigil::api {
 
 vigilResult_t submit(vigilComm_t comm, vigilStream_t stream, const OpDesc& given) {
   return api::guarded(comm, [&] {
@@ -73,25 +96,7 @@ vigilResult_t submit(vigilComm_t comm, vigilStream_t stream, const OpDesc& given
   });
 }
 
-vigilResult_t initComm(int nranks, const RootInfo& root, int rank, const vigilConfig* config, vigilComm_t* comm) {
-  CommConfig resolved = CommConfig::resolve(config, processConfig());
-  if (resolved.groupRanksGiven != nullptr && nranks > 0) {
-    resolved.groupRanks.assign(resolved.groupRanksGiven, resolved.groupRanksGiven + nranks);
-    for (int r = 0; r < nranks; ++r) {
-      if (resolved.groupRanks[static_cast<size_t>(r)] < 0) {
-        ErrorBuilder(Errc::ApiBadConfig)
-            .cause("vigilConfig.groupRanks[", r, "] = ", resolved.groupRanks[static_cast<size_t>(r)], " is not valid")
-            .remedy("give each rank's rank in the group, >= 0")
-            .raise();
-      }
-    }
-  }
-  resolved.groupRanksGiven = nullptr;
-  *comm = api::makeHandle(Communicator::create(nranks, root, rank, resolved));
-  return vigilSuccess;
-}
-
-}  // namespace
+}  // namespace vigil::api
 
 extern "C" {
 
@@ -348,14 +353,14 @@ vigilResult_t vigilCommAbortWithReason(vigilComm_t comm, const char* reason) {
 vigilResult_t vigilAllReduce(const void* sendbuff, void* recvbuff, size_t count, vigilDataType_t datatype,
                              vigilRedOp_t op, vigilComm_t comm, vigilStream_t stream) {
   OpDesc d{OpKind::AllReduce, sendbuff, recvbuff, count, datatype, op};
-  return submit(comm, stream, d);
+  return api::submit(comm, stream, d);
 }
 
 vigilResult_t vigilBroadcast(const void* sendbuff, void* recvbuff, size_t count, vigilDataType_t datatype, int root,
                              vigilComm_t comm, vigilStream_t stream) {
   OpDesc d{OpKind::Broadcast, sendbuff, recvbuff, count, datatype};
   d.root = root;
-  return submit(comm, stream, d);
+  return api::submit(comm, stream, d);
 }
 
 vigilResult_t vigilBcast(void* buff, size_t count, vigilDataType_t datatype, int root, vigilComm_t comm,
@@ -367,30 +372,30 @@ vigilResult_t vigilReduce(const void* sendbuff, void* recvbuff, size_t count, vi
                           int root, vigilComm_t comm, vigilStream_t stream) {
   OpDesc d{OpKind::Reduce, sendbuff, recvbuff, count, datatype, op};
   d.root = root;
-  return submit(comm, stream, d);
+  return api::submit(comm, stream, d);
 }
 
 vigilResult_t vigilAllGather(const void* sendbuff, void* recvbuff, size_t sendcount, vigilDataType_t datatype,
                              vigilComm_t comm, vigilStream_t stream) {
-  return submit(
+  return api::submit(
       comm, stream,
       OpDesc{.kind = OpKind::AllGather, .send = sendbuff, .recv = recvbuff, .count = sendcount, .dtype = datatype});
 }
 
 vigilResult_t vigilReduceScatter(const void* sendbuff, void* recvbuff, size_t recvcount, vigilDataType_t datatype,
                                  vigilRedOp_t op, vigilComm_t comm, vigilStream_t stream) {
-  return submit(comm, stream,
-                OpDesc{.kind = OpKind::ReduceScatter,
-                       .send = sendbuff,
-                       .recv = recvbuff,
-                       .count = recvcount,
-                       .dtype = datatype,
-                       .redop = op});
+  return api::submit(comm, stream,
+                     OpDesc{.kind = OpKind::ReduceScatter,
+                            .send = sendbuff,
+                            .recv = recvbuff,
+                            .count = recvcount,
+                            .dtype = datatype,
+                            .redop = op});
 }
 
 vigilResult_t vigilAllToAll(const void* sendbuff, void* recvbuff, size_t count, vigilDataType_t datatype,
                             vigilComm_t comm, vigilStream_t stream) {
-  return submit(
+  return api::submit(
       comm, stream,
       OpDesc{.kind = OpKind::AllToAll, .send = sendbuff, .recv = recvbuff, .count = count, .dtype = datatype});
 }
@@ -403,118 +408,39 @@ vigilResult_t vigilAllToAllV(const void* sendbuff, const size_t* sendcounts, con
   d.sdispls = sdispls;
   d.recvcounts = recvcounts;
   d.rdispls = rdispls;
-  return submit(comm, stream, d);
+  return api::submit(comm, stream, d);
 }
 
 vigilResult_t vigilGather(const void* sendbuff, void* recvbuff, size_t sendcount, vigilDataType_t datatype, int root,
                           vigilComm_t comm, vigilStream_t stream) {
   OpDesc d{OpKind::Gather, sendbuff, recvbuff, sendcount, datatype};
   d.root = root;
-  return submit(comm, stream, d);
+  return api::submit(comm, stream, d);
 }
 
 vigilResult_t vigilScatter(const void* sendbuff, void* recvbuff, size_t recvcount, vigilDataType_t datatype, int root,
                            vigilComm_t comm, vigilStream_t stream) {
   OpDesc d{OpKind::Scatter, sendbuff, recvbuff, recvcount, datatype};
   d.root = root;
-  return submit(comm, stream, d);
-}
-
-vigilResult_t vigilAllGatherV(const void* sendbuff, size_t sendcount, void* recvbuff, const size_t* recvcounts,
-                              const size_t* rdispls, vigilDataType_t datatype, vigilComm_t comm, vigilStream_t stream) {
-  return submit(comm, stream,
-                OpDesc{.kind = OpKind::AllGatherV,
-                       .send = sendbuff,
-                       .recv = recvbuff,
-                       .count = sendcount,
-                       .dtype = datatype,
-                       .recvcounts = recvcounts,
-                       .rdispls = rdispls});
-}
-
-vigilResult_t vigilGatherV(const void* sendbuff, size_t sendcount, void* recvbuff, const size_t* recvcounts,
-                           const size_t* rdispls, vigilDataType_t datatype, int root, vigilComm_t comm,
-                           vigilStream_t stream) {
-  return submit(comm, stream,
-                OpDesc{.kind = OpKind::GatherV,
-                       .send = sendbuff,
-                       .recv = recvbuff,
-                       .count = sendcount,
-                       .dtype = datatype,
-                       .root = root,
-                       .recvcounts = recvcounts,
-                       .rdispls = rdispls});
-}
-
-vigilResult_t vigilScatterV(const void* sendbuff, const size_t* sendcounts, const size_t* sdispls, void* recvbuff,
-                            size_t recvcount, vigilDataType_t datatype, int root, vigilComm_t comm,
-                            vigilStream_t stream) {
-  return submit(comm, stream,
-                OpDesc{.kind = OpKind::ScatterV,
-                       .send = sendbuff,
-                       .recv = recvbuff,
-                       .count = recvcount,
-                       .dtype = datatype,
-                       .root = root,
-                       .sendcounts = sendcounts,
-                       .sdispls = sdispls});
-}
-
-vigilResult_t vigilReduceScatterV(const void* sendbuff, void* recvbuff, const size_t* recvcounts,
-                                  vigilDataType_t datatype, vigilRedOp_t op, vigilComm_t comm, vigilStream_t stream) {
-  return submit(comm, stream,
-                OpDesc{.kind = OpKind::ReduceScatterV,
-                       .send = sendbuff,
-                       .recv = recvbuff,
-                       .dtype = datatype,
-                       .redop = op,
-                       .recvcounts = recvcounts});
-}
-
-vigilResult_t vigilScan(const void* sendbuff, void* recvbuff, size_t count, vigilDataType_t datatype, vigilRedOp_t op,
-                        vigilComm_t comm, vigilStream_t stream) {
-  return submit(
-      comm, stream,
-      OpDesc{.kind = OpKind::Scan, .send = sendbuff, .recv = recvbuff, .count = count, .dtype = datatype, .redop = op});
-}
-
-vigilResult_t vigilExscan(const void* sendbuff, void* recvbuff, size_t count, vigilDataType_t datatype, vigilRedOp_t op,
-                          vigilComm_t comm, vigilStream_t stream) {
-  return submit(
-      comm, stream,
-      OpDesc{
-          .kind = OpKind::Exscan, .send = sendbuff, .recv = recvbuff, .count = count, .dtype = datatype, .redop = op});
-}
-
-vigilResult_t vigilRedOpCreatePreMulSum(vigilRedOp_t* op, void* scalar, vigilDataType_t datatype,
-                                        vigilScalarResidence_t residence, vigilComm_t comm) {
-  return api::guarded(comm, [&] {
-    std::shared_ptr<Communicator> c = api::acquire(comm);
-    if (op == nullptr) c->error(Errc::ApiNullArgument).op("vigilRedOpCreatePreMulSum").cause("op is NULL").raise();
-    *op = c->createPreMulSum(scalar, datatype, residence);
-  });
-}
-
-vigilResult_t vigilRedOpDestroy(vigilRedOp_t op, vigilComm_t comm) {
-  return api::guarded(comm, [&] { api::acquire(comm)->destroyRedOp(op); });
+  return api::submit(comm, stream, d);
 }
 
 vigilResult_t vigilBarrier(vigilComm_t comm, vigilStream_t stream) {
-  return submit(comm, stream, OpDesc{.kind = OpKind::Barrier});
+  return api::submit(comm, stream, OpDesc{.kind = OpKind::Barrier});
 }
 
 vigilResult_t vigilSend(const void* sendbuff, size_t count, vigilDataType_t datatype, int peer, vigilComm_t comm,
                         vigilStream_t stream) {
   OpDesc d{OpKind::Send, sendbuff, nullptr, count, datatype};
   d.peer = peer;
-  return submit(comm, stream, d);
+  return api::submit(comm, stream, d);
 }
 
 vigilResult_t vigilRecv(void* recvbuff, size_t count, vigilDataType_t datatype, int peer, vigilComm_t comm,
                         vigilStream_t stream) {
   OpDesc d{OpKind::Recv, nullptr, recvbuff, count, datatype};
   d.peer = peer;
-  return submit(comm, stream, d);
+  return api::submit(comm, stream, d);
 }
 
 vigilResult_t vigilSendTag(const void* sendbuff, size_t count, vigilDataType_t datatype, int peer, int tag,
@@ -523,7 +449,7 @@ vigilResult_t vigilSendTag(const void* sendbuff, size_t count, vigilDataType_t d
   d.peer = peer;
   d.tagged = true;
   d.tag = tag;
-  return submit(comm, stream, d);
+  return api::submit(comm, stream, d);
 }
 
 vigilResult_t vigilRecvTag(void* recvbuff, size_t count, vigilDataType_t datatype, int peer, int tag, vigilComm_t comm,
@@ -533,7 +459,7 @@ vigilResult_t vigilRecvTag(void* recvbuff, size_t count, vigilDataType_t datatyp
   d.tagged = true;
   d.tag = tag;
   d.status = status;
-  return submit(comm, stream, d);
+  return api::submit(comm, stream, d);
 }
 
 vigilResult_t vigilProbe(int peer, int tag, vigilComm_t comm, vigilStatus* status) {
