@@ -275,6 +275,14 @@ TEST(Init, BadArgumentsHaveIds) {
   EXPECT_EQ(vigilCommInitRootInfoConfig(1, &info, 0, &bad, &comm), vigilInvalidArgument);
   EXPECT_TRUE(contains(vigilGetLastError(nullptr), "VG-API-012")) << vigilGetLastError(nullptr);
   EXPECT_TRUE(contains(vigilGetLastError(nullptr), "timeoutMs = -5")) << vigilGetLastError(nullptr);
+  vigilConfig group = testConfig();
+  const int groupRanks[1] = {-1};
+  group.groupName = "the-group";
+  group.groupRanks = groupRanks;
+  EXPECT_EQ(vigilCommInitRootInfoConfig(1, &info, 0, &group, &comm), vigilInvalidArgument);
+  EXPECT_TRUE(contains(vigilGetLastError(nullptr), "VG-API-012")) << vigilGetLastError(nullptr);
+  EXPECT_TRUE(contains(vigilGetLastError(nullptr), "vigilConfig.groupRanks[0] = -1 is not valid"))
+      << vigilGetLastError(nullptr);
   EXPECT_EQ(comm, nullptr);
 }
 
