@@ -388,6 +388,36 @@ VIGIL_API vigilResult_t vigilSendRecv(const void* sendbuff, size_t sendcount, vi
                                       int source, int recvtag, vigilComm_t comm, vigilStatus* status,
                                       vigilStream_t stream);
 
+/* Non-blocking tagged point-to-point (MPI_Isend/MPI_Irecv): the call posts
+   the send or receive and returns a request; vigilWait, vigilWaitAny or
+   vigilTest completes it. Matching is vigilSendTag/vigilRecvTag's (source,
+   tag, order; VIGIL_ANY_SOURCE and VIGIL_ANY_TAG allowed) and a receive
+   takes the first message that matches it, receives in the order they were
+   posted. The buffers stay the caller's to keep until the request completes.
+   Requests progress while some thread waits on, or tests, a request of the
+   communicator; every wait progresses all of its pending requests at once,
+   so irecv then isend on every rank (and the reverse) completes at any size.
+   Any thread may post while another waits: the wait takes the new request in.
+   A completed request is freed and set to VIGIL_REQUEST_NULL; a failure
+   (peer gone, timeout, mismatch) is the communicator's error, as for the
+   blocking calls. vigilCommFinalize with requests not complete is VG-OP-006. */
+typedef struct vigilRequest_st* vigilRequest_t;
+#define VIGIL_REQUEST_NULL ((vigilRequest_t)0)
+VIGIL_API vigilResult_t vigilIsendTag(const void* sendbuff, size_t count, vigilDataType_t datatype, int peer, int tag,
+                                      vigilComm_t comm, vigilRequest_t* request);
+VIGIL_API vigilResult_t vigilIrecvTag(void* recvbuff, size_t count, vigilDataType_t datatype, int source, int tag,
+                                      vigilComm_t comm, vigilRequest_t* request);
+/* Blocks (within VIGIL_TIMEOUT_MS of no progress) until *request completes;
+   *status (may be NULL) describes a receive's message. */
+VIGIL_API vigilResult_t vigilWait(vigilRequest_t* request, vigilStatus* status);
+/* Progresses without waiting for a message: *flag 1 when *request completed. */
+VIGIL_API vigilResult_t vigilTest(vigilRequest_t* request, int* flag, vigilStatus* status);
+/* Blocks until one of requests[0..count) (all of one communicator; NULL
+   entries are skipped) completes: *index is it. *index is -1 when none is
+   active, or when another thread posted a request on the communicator
+   meanwhile (a progress thread then adds it to its set and waits again). */
+VIGIL_API vigilResult_t vigilWaitAny(int count, vigilRequest_t* requests, int* index, vigilStatus* status);
+
 /* Everything between GroupStart and GroupEnd on this thread is issued as one
    batch (batch_isend_irecv); every buffer in it stays held until the batch completes. */
 VIGIL_API vigilResult_t vigilGroupStart(void);

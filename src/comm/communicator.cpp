@@ -419,6 +419,7 @@ Error Communicator::poisonWith(const Error& error, bool tellPeers) {
 void Communicator::finalize() {
   std::lock_guard lock(opMutex_);
   checkUsable();
+  checkRequestsAtFinalize();
   if (hier_) hier_->finalize();
   beginOp(FrameHeader{}, "finalize", /*watchPeers=*/false);
   // Peers still in a collective hear at once that this rank will not join

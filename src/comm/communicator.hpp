@@ -27,9 +27,11 @@
 #include "comm/fault_report.hpp"
 #include "comm/flight_recorder.hpp"
 #include "comm/op_state.hpp"
+#include "comm/request.hpp"
 #include "control/control_plane.hpp"
 #include "core/config.hpp"
 #include "core/errors.hpp"
+#include "net/event_fd.hpp"
 #include "transport/transport.hpp"
 
 namespace vigil {
@@ -77,6 +79,15 @@ class Communicator : public algo::LoadStoreRunner, public algo::HierarchicalRunn
   // receive from `peer` (or VIGIL_ANY_SOURCE) with `tag` (or VIGIL_ANY_TAG)
   // would take is here; it stays for that receive (comm/tagged.cpp).
   bool probe(int peer, int tag, bool wait, vigilStatus* status);
+  // Non-blocking tagged point-to-point (comm/requests.cpp). post(): from any
+  // thread; validates `op` and wakes a wait in progress so that it takes
+  // the request in.
+  std::shared_ptr<Request> post(const OpDesc& op);
+  // Progresses every pending request until one of `reqs` is done and
+  // returns its index. Test: without waiting for a message (-1: none done).
+  // WaitAny: -1 also when another thread posted a request meanwhile.
+  enum class WaitMode { Test, Wait, WaitAny };
+  int waitRequests(std::span<Request* const> reqs, WaitMode mode);
 
   // Collective over this communicator: the ranks passing the same color form
   // a new communicator, ordered by (key, rank here); color < 0 returns null.
@@ -215,6 +226,7 @@ class Communicator : public algo::LoadStoreRunner, public algo::HierarchicalRunn
   Deadline stallDeadline() const override;
   void onStall() override;
   bool peerAlive(int peer) const override;
+  int wakeFd() const override { return wakeable_ ? wake_.load()->fd() : -1; }
 
   void wakeWaiters();  // the control thread's wake hook: the transport's sleepers, then addWaker's
   void runCollective(const OpDesc& op);
@@ -235,12 +247,24 @@ class Communicator : public algo::LoadStoreRunner, public algo::HierarchicalRunn
   void exchangeTagged(std::span<const Transfer> transfers, std::span<TaggedSink> sinks, ExchangeWork* work);
   // Why message `got` from `source` cannot fill receive `r` (data type, size), if it cannot.
   std::optional<Error> misfit(const OpDesc& r, int source, const FrameHeader& got) const;
-  // Waits for a message from one of `candidates` (dropping those that left); returns its sender.
+  // Waits for a message from one of `candidates` (dropping those that left); returns its sender,
+  // or -1 when a request wait was woken by a post.
   int awaitAnyOf(std::vector<int>& candidates);
   // The next tagged message from `from`: into the first of `recvs` it matches, else kept.
   void receiveNext(int from, std::span<TaggedRecv> recvs);
   // Finalize: a kept tagged message that no receive took is VG-OP-005.
   void checkKeptAtFinalize();
+  // Requests (comm/requests.cpp), under opMutex_: the posted ones into the
+  // pending lists, the receives that kept messages fill, and one round (the
+  // pending sends, and the messages that come meanwhile from the peers that
+  // pending receives name).
+  void absorbPosted();
+  void matchPendingRecvs();
+  void requestRound();
+  std::vector<int> drainPeers() const;
+  void completeRequest(Request& r);
+  // Finalize: a request not complete is VG-OP-006.
+  void checkRequestsAtFinalize();
   std::vector<int> othersFrom(int first) const;
   ProgressReport progress() const;
   void checkPeersBeforeStart(std::span<const int> peers, int64_t seq);
@@ -302,6 +326,14 @@ class Communicator : public algo::LoadStoreRunner, public algo::HierarchicalRunn
   std::pair<int, std::deque<Unexpected>::iterator> findKept(int source, int tag);
   uint64_t arrivals_ = 0;
   int anySourceStart_ = 0;  // any-source waits look at the peers from here, in turn
+  // Requests: posted by any thread (postMutex_), then pending (opMutex_), in
+  // the order they were posted; the wake fd is made at the first post.
+  std::mutex postMutex_;
+  std::vector<std::shared_ptr<Request>> posted_;
+  std::unique_ptr<EventFd> wakeOwner_;
+  std::atomic<EventFd*> wake_{nullptr};
+  std::vector<std::shared_ptr<Request>> pendingSends_, pendingRecvs_;
+  bool wakeable_ = false;  // a request wait is in awaitIncoming: the wake fd ends it
   std::vector<uint8_t> scratch_;
   std::vector<uint8_t> preMulInput_;  // guarded by opMutex_
   struct CreatedRedOp {

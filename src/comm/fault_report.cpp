@@ -282,6 +282,7 @@ FaultReporter::Verdict FaultReporter::judge(const ExchangeFault& f, const OpStat
   using Kind = ExchangeFault::Kind;
   switch (f.kind) {
     case Kind::None:
+    case Kind::Woken:         // not a failure: the request wait handles it (Communicator::awaitAnyOf)
     case Kind::Fatal: break;  // the lifecycle's (Communicator::failOp)
     case Kind::PeerGone: {
       const int blamed = rootCauseFor(f.peer, seq);

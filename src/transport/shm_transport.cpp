@@ -71,7 +71,7 @@ void ShmTransport::post(uint64_t step) {
 
 template <class Step, class Needs>
 ExchangeFault ShmTransport::waitUntil(Step&& step, Needs&& needs, Deadline deadline, LivenessWatch& watch,
-                                      ExchangeWork* work) {
+                                      ExchangeWork* work, bool wakeable) {
   ExchangeFault fault;
   bool stalled = false;
   // 1: done, 0: not yet, -1: failed (fault filled in).
@@ -99,10 +99,16 @@ ExchangeFault ShmTransport::waitUntil(Step&& step, Needs&& needs, Deadline deadl
 
     // Nothing moves: before sleeping, look at what happens outside.
     const int changeFd = watch.peerChangeFd();
-    pollfd pfds[2] = {{watch.fatalFd(), POLLIN, 0}, {changeFd, POLLIN, 0}};
-    ::poll(pfds, changeFd >= 0 ? 2 : 1, 0);
+    const int wakeFd = wakeable ? watch.wakeFd() : -1;
+    // Unused entries have fd -1, which poll() skips.
+    pollfd pfds[3] = {{watch.fatalFd(), POLLIN, 0}, {changeFd, POLLIN, 0}, {wakeFd, POLLIN, 0}};
+    ::poll(pfds, 3, 0);
     if (pfds[0].revents & POLLIN) {
       fault.kind = ExchangeFault::Kind::Fatal;
+      return fault;
+    }
+    if (pfds[2].revents & POLLIN) {
+      fault.kind = ExchangeFault::Kind::Woken;
       return fault;
     }
     int gone = -1;
@@ -145,7 +151,7 @@ bool ShmTransport::progressPass(const FrameHeader& header, bool checkFingerprint
     const Transfer& t = *a.transfer;
     uint8_t& lane = claimed_[2 * static_cast<size_t>(t.peer) + (t.isSend ? 1 : 0)];
     if (lane) {
-      allDone = false;
+      if (!t.drain) allDone = false;
       continue;
     }
     lane = 1;
@@ -173,15 +179,33 @@ bool ShmTransport::progressPass(const FrameHeader& header, bool checkFingerprint
       movePayload(ring, true);
     } else {
       shm::Ring& ring = in_[static_cast<size_t>(t.peer)];
-      if (a.done < kHeaderBytes) {
-        a.done += ring.read(reinterpret_cast<uint8_t*>(&a.header) + a.done, kHeaderBytes - a.done);
-        // Judge the header before a single payload byte lands in the user's buffer.
-        if (a.done == kHeaderBytes && !acceptHeader(a.header, t, header, checkFingerprint, fault)) return false;
-        total = kHeaderBytes + t.payloadBytes();
+      while (true) {
+        if (t.drain && a.done == 0) {
+          FrameHeader next;
+          if (!ring.peek(&next, sizeof next)) break;  // nothing whole yet
+          if (!t.sink->wants(next)) {
+            a.finished = true;  // left for a later operation: the drain of this peer ends
+            break;
+          }
+        }
+        if (a.done < kHeaderBytes) {
+          a.done += ring.read(reinterpret_cast<uint8_t*>(&a.header) + a.done, kHeaderBytes - a.done);
+          // Judge the header before a single payload byte lands in the user's buffer.
+          if (a.done == kHeaderBytes && !acceptHeader(a.header, t, header, checkFingerprint, fault)) return false;
+          total = kHeaderBytes + t.payloadBytes();
+        }
+        movePayload(ring, false);
+        if (!t.drain || a.done < kHeaderBytes || a.done != total) break;
+        bells_[t.peer].ring();                    // room for more
+        a.done = a.segment = a.segmentStart = 0;  // a drain takes the peer's next message, if it is there
       }
-      movePayload(ring, false);
     }
     if (a.done != before) bells_[t.peer].ring();  // data for it, or room for more
+    if (t.drain) {
+      if (a.finished) lane = 0;
+      if (a.done > 0) allDone = false;  // holds the exchange only while a message is half-way in
+      continue;
+    }
     if (a.done == total) {
       a.finished = true;
       lane = 0;  // the next message on this lane may start in this pass
@@ -209,14 +233,14 @@ ExchangeFault ShmTransport::exchange(std::span<const Transfer> transfers, const 
       },
       [&](int peer) {
         for (const ActiveTransfer& a : active_) {
-          if (!a.finished && a.transfer->peer == peer) return true;
+          if (!a.finished && a.transfer->peer == peer && !(a.transfer->drain && a.done == 0)) return true;
         }
         return false;
       },
       deadline, watch, work);
   if (fault.kind == ExchangeFault::Kind::TimedOut) {
     for (const ActiveTransfer& a : active_) {
-      if (!a.finished)
+      if (!a.finished && !(a.transfer->drain && a.done == 0))
         fault.pending.push_back(
             {a.transfer->peer, a.transfer->isSend, kHeaderBytes + a.transfer->payloadBytes() - a.done});
     }
@@ -252,7 +276,7 @@ ExchangeFault ShmTransport::awaitIncoming(std::span<const int> peers, Deadline d
         from = firstWithMessage(*this, peers);
         return from >= 0 ? 1 : 0;
       },
-      [&](int peer) { return awaits(peers, peer); }, deadline, watch, nullptr);
+      [&](int peer) { return awaits(peers, peer); }, deadline, watch, nullptr, /*wakeable=*/true);
   markAwaited(fault, peers);
   return fault;
 }

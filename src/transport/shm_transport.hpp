@@ -93,9 +93,11 @@ class ShmTransport final : public Transport, public LoadStoreDomain {
   bool progressPass(const FrameHeader& header, bool checkFingerprint, ExchangeFault& fault, bool& allDone);
   // The common wait: `step(fault)` makes progress and returns 1 when done,
   // -1 when failed; `needs(peer)`: whether the wait still depends on it;
-  // `work` runs between steps while it has some.
+  // `work` runs between steps while it has some; `wakeable`: the watch's
+  // wake fd ends it too (Kind::Woken).
   template <class Step, class Needs>
-  ExchangeFault waitUntil(Step&& step, Needs&& needs, Deadline deadline, LivenessWatch& watch, ExchangeWork* work);
+  ExchangeFault waitUntil(Step&& step, Needs&& needs, Deadline deadline, LivenessWatch& watch, ExchangeWork* work,
+                          bool wakeable = false);
 
   const int rank_;
   const shm::Geometry g_;

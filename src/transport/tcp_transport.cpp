@@ -68,6 +68,33 @@ Step progressRecv(int fd, ActiveTransfer& a, const FrameHeader& base, bool check
   }
 }
 
+// A drain: the peer's messages, one after the other, as long as whole
+// headers are there and the sink wants them. It ends (a.finished) at EOF or
+// at a message its sink leaves for a later operation.
+Step progressDrain(int fd, ActiveTransfer& a, const FrameHeader& base, bool checkFingerprint, ExchangeFault& fault) {
+  while (true) {
+    if (a.done == 0) {
+      FrameHeader next;
+      ssize_t n;
+      do {
+        n = ::recv(fd, &next, sizeof next, MSG_PEEK | MSG_DONTWAIT);
+      } while (n < 0 && errno == EINTR);
+      if (n == 0 || (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK)) {
+        a.finished = true;  // nothing more comes from it: a receive that needs it will say so
+        return Step::Finished;
+      }
+      if (n != static_cast<ssize_t>(sizeof next)) return Step::Blocked;  // the rest of the header follows at once
+      if (!a.transfer->sink->wants(next)) {
+        a.finished = true;
+        return Step::Finished;
+      }
+    }
+    const Step step = progressRecv(fd, a, base, checkFingerprint, fault);
+    if (step != Step::Finished) return step;
+    a.done = a.segment = a.segmentStart = 0;  // the peer's next message, if it is there
+  }
+}
+
 }  // namespace
 
 std::optional<FrameHeader> TcpTransport::unreceived(int peer) {
@@ -120,14 +147,28 @@ TcpTransport::Pass TcpTransport::advance(const FrameHeader& header, bool checkFi
   bool allDone = true;
   for (ActiveTransfer& a : active_) {
     if (a.finished) continue;
-    allDone = false;
+    const bool drain = a.transfer->drain;
     const int peer = a.transfer->peer;
     const int fd = fds_[static_cast<size_t>(peer)].get();
     uint8_t& slot = claimed_[2 * static_cast<size_t>(peer) + (a.transfer->isSend ? 1 : 0)];
-    if (slot) continue;
+    if (slot) {  // behind another message on its lane
+      allDone = false;
+      continue;
+    }
     slot = 1;
-    if (a.transfer->waiting()) continue;  // its payload is not produced yet
-    const Step step = a.transfer->isSend ? progressSend(fd, a) : progressRecv(fd, a, header, checkFingerprint, fault);
+    if (a.transfer->waiting()) {  // its payload is not produced yet: it keeps its place
+      allDone = false;
+      continue;
+    }
+    const Step step = drain                ? progressDrain(fd, a, header, checkFingerprint, fault)
+                      : a.transfer->isSend ? progressSend(fd, a)
+                                           : progressRecv(fd, a, header, checkFingerprint, fault);
+    if (a.finished) {  // a drain that ended
+      slot = 0;
+      continue;
+    }
+    // Unfinished; a drain holds the exchange only while a message is half-way in.
+    if (step != Step::Finished && (!drain || a.done > 0)) allDone = false;
     switch (step) {
       case Step::Finished:
         a.finished = true;
@@ -153,12 +194,17 @@ TcpTransport::Pass TcpTransport::advance(const FrameHeader& header, bool checkFi
   return allDone ? Pass::AllDone : Pass::Waiting;
 }
 
-bool TcpTransport::await(Deadline deadline, LivenessWatch& watch, bool& stalled, ExchangeFault& fault) {
+bool TcpTransport::await(Deadline deadline, LivenessWatch& watch, bool& stalled, ExchangeFault& fault, bool wakeable) {
   std::vector<pollfd>& pfds = pollFds_;
   const size_t fatalIndex = pfds.size();
   pfds.push_back({watch.fatalFd(), POLLIN, 0});
   const int changeFd = watch.peerChangeFd();
   if (changeFd >= 0) pfds.push_back({changeFd, POLLIN, 0});
+  size_t wakeIndex = 0;
+  if (wakeable && watch.wakeFd() >= 0) {
+    wakeIndex = pfds.size();
+    pfds.push_back({watch.wakeFd(), POLLIN, 0});
+  }
 
   const Deadline wake = stalled ? deadline : deadline.earlier(watch.stallDeadline());
   const int rc = ::poll(pfds.data(), pfds.size(), wake.pollTimeoutMs());
@@ -182,10 +228,14 @@ bool TcpTransport::await(Deadline deadline, LivenessWatch& watch, bool& stalled,
       return false;
     }
   }
+  if (wakeIndex != 0 && (pfds[wakeIndex].revents & POLLIN)) {
+    fault.kind = ExchangeFault::Kind::Woken;
+    return false;
+  }
   if (rc == 0 && deadline.expired()) {
     fault.kind = ExchangeFault::Kind::TimedOut;
     for (const ActiveTransfer& a : active_) {
-      if (!a.finished)
+      if (!a.finished && !(a.transfer->drain && a.done == 0))
         fault.pending.push_back(
             {a.transfer->peer, a.transfer->isSend, kHeaderBytes + a.transfer->payloadBytes() - a.done});
     }
@@ -223,7 +273,7 @@ ExchangeFault TcpTransport::awaitIncoming(std::span<const int> peers, Deadline d
       pollFds_.push_back({fd, POLLIN, 0});
       directRecvPeers_.push_back(p);
     }
-    if (!await(deadline, watch, stalled, fault)) {
+    if (!await(deadline, watch, stalled, fault, /*wakeable=*/true)) {
       markAwaited(fault, peers);
       return fault;
     }

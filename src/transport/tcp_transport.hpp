@@ -35,9 +35,10 @@ class TcpTransport final : public Transport {
   // Moves every transfer whose lane is free as far as its socket allows; collects in
   // pollFds_ what the rest wait for.
   Pass advance(const FrameHeader& header, bool checkFingerprint, ExchangeFault& fault);
-  // One poll() over pollFds_, the fatal eventfd and the peer-change eventfd. False with
-  // `fault` set when the op must end (failure, a peer gone, the deadline).
-  bool await(Deadline deadline, LivenessWatch& watch, bool& stalled, ExchangeFault& fault);
+  // One poll() over pollFds_, the fatal eventfd, the peer-change eventfd and (`wakeable`)
+  // the wake eventfd. False with `fault` set when the op must end (failure, a peer
+  // gone, the deadline) or, woken, give the wait back.
+  bool await(Deadline deadline, LivenessWatch& watch, bool& stalled, ExchangeFault& fault, bool wakeable = false);
 
   std::vector<Fd> fds_;
   std::vector<ActiveTransfer> active_;

@@ -55,6 +55,7 @@ struct ExchangeFault {
     HeaderMismatch,  // a peer's frame header is not the one this rank expected
     Protocol,        // bad magic in a frame header
     IoError,
+    Woken,  // awaitIncoming: the watch's wake fd fired (nothing failed)
   } kind = Kind::None;
   int peer = -1;
   FrameHeader expected{};  // for HeaderMismatch / Protocol
@@ -82,6 +83,10 @@ class RecvSink {
   // `got` has vigil's magic. Sets dest and bytes (the payload's length,
   // got.bytes) and returns true, or fills `fault` and returns false.
   virtual bool accept(const FrameHeader& got, ExchangeFault& fault) = 0;
+  // A drain shows each next header here before it takes the message: one
+  // it does not want (it belongs to a later operation) stays, and the drain
+  // of that peer ends.
+  virtual bool wants(const FrameHeader& /*next*/) const { return true; }
   void* dest = nullptr;
   size_t bytes = 0;
 };
@@ -104,6 +109,12 @@ struct Transfer {
   // A receive whose header decides its buffer and size (recvData and bytes
   // unused); it takes exactly one message.
   RecvSink* sink = nullptr;
+  // With a sink: takes every message of `peer` that starts while the
+  // exchange runs (each through the sink, if sink->wants() it), but waits
+  // for none. The exchange ends when the other transfers are done and no
+  // drained message is half-way in; the next message then stays for a
+  // later receive.
+  bool drain = false;
 
   // What a receive's payload is once its header is in (a sink's choice).
   size_t payloadBytes() const { return sink != nullptr ? sink->bytes : bytes; }
@@ -121,6 +132,11 @@ struct Transfer {
     Transfer t;
     t.peer = peer;
     t.sink = sink;
+    return t;
+  }
+  static Transfer drainFrom(int peer, RecvSink* sink) {
+    Transfer t = recvInto(peer, sink);
+    t.drain = true;
     return t;
   }
   static Transfer recv(int peer, void* data, size_t bytes) {
@@ -169,6 +185,10 @@ class LivenessWatch {
   // Whether `peer` is still there (transports without a connection per
   // peer ask this for point-to-point exchanges).
   virtual bool peerAlive(int /*peer*/) const { return true; }
+  // Readable when another thread wants the wait back (it posted work):
+  // awaitIncoming then returns Kind::Woken; -1 = none. Transports that
+  // sleep on something else are woken by wakeWaiters() as well.
+  virtual int wakeFd() const { return -1; }
 };
 
 // One transfer in flight, for the data planes.
@@ -324,7 +344,8 @@ class Transport {
   // Waits (between operations) until a message from one of `peers` has
   // arrived that no receive has taken, and sets `from` to that peer (the
   // first such in `peers`' order): unreceived(from) then has its header.
-  // On a timeout the fault's `pending` lists every peer as a receive.
+  // On a timeout the fault's `pending` lists every peer as a receive; when
+  // the watch's wakeFd() fires first, the fault is Kind::Woken.
   virtual ExchangeFault awaitIncoming(std::span<const int> peers, Deadline deadline, LivenessWatch& watch,
                                       int& from) = 0;
   // Ends the sleep of a rank waiting in exchange() or waitAll() so that it

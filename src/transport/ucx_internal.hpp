@@ -27,6 +27,8 @@ constexpr size_t kEagerBytes = 8192;
 constexpr size_t kBounceBytes = kHeaderBytes + kEagerBytes;
 // How long teardown and cancellation wait for UCX to let go of buffers.
 constexpr int kQuiesceMs = 2000;
+// How long a wait whose peer is gone still takes what the peer sent before.
+constexpr int kPeerGoneGraceMs = 200;
 
 // Before sleeping, a waiter progresses the worker this many times: spinning
 // pays only when every rank can have a core (else the awaited rank needs
@@ -181,9 +183,14 @@ class UcxTransport final : public Transport, public RmaDomain {
   int pass(const FrameHeader& base, bool checkFingerprint, ExchangeFault& fault);
   bool needs(int peer) const;
   // Progresses the worker until step(fault) returns 1 (done) or -1 (failed),
-  // asleep when nothing moves; `needs(peer)`: whether a gone peer matters.
+  // asleep when nothing moves; `needs(peer)`: whether a gone peer matters;
+  // `wakeable`: the watch's wake fd ends it too (Kind::Woken).
   template <class Step, class Needs>
-  ExchangeFault waitFor(Step step, Needs needs, Deadline deadline, LivenessWatch& watch, ExchangeWork* work);
+  ExchangeFault waitFor(Step step, Needs needs, Deadline deadline, LivenessWatch& watch, ExchangeWork* work,
+                        bool wakeable = false);
+  // A drain that waits for its peer's next message: takes it if it is here
+  // (stage Header), else leaves the op unposted and returns false.
+  bool takeNext(Op& op);
   // After a failure: cancels what is still posted and waits (bounded) until
   // UCX no longer touches the transfers' buffers.
   void quiesce();
@@ -269,7 +276,7 @@ class UcxTransport::Target final : public RmaTarget {
 // Defined here: exchanges (ucx_transport.cpp) and RMA flushes (ucx_rma.cpp) wait with it.
 template <class Step, class Needs>
 inline ExchangeFault UcxTransport::waitFor(Step step, Needs needs, Deadline deadline, LivenessWatch& watch,
-                                           ExchangeWork* work) {
+                                           ExchangeWork* work, bool wakeable) {
   ExchangeFault fault;
   bool stalled = false;
   while (true) {
@@ -295,16 +302,24 @@ inline ExchangeFault UcxTransport::waitFor(Step step, Needs needs, Deadline dead
       return fault;
     }
     const int changeFd = watch.peerChangeFd();
-    pollfd pfds[3] = {{efd_, POLLIN, 0}, {watch.fatalFd(), POLLIN, 0}, {changeFd, POLLIN, 0}};
+    // Unused entries have fd -1, which poll() skips.
+    pollfd pfds[4] = {{efd_, POLLIN, 0},
+                      {watch.fatalFd(), POLLIN, 0},
+                      {changeFd, POLLIN, 0},
+                      {wakeable ? watch.wakeFd() : -1, POLLIN, 0}};
     const Deadline until = stalled ? deadline : deadline.earlier(watch.stallDeadline());
     const int sleepMs = armed == UCS_ERR_BUSY ? 0 : until.pollTimeoutMs();
-    if (::poll(pfds, changeFd >= 0 ? 3 : 2, sleepMs) < 0 && errno != EINTR) {
+    if (::poll(pfds, 4, sleepMs) < 0 && errno != EINTR) {
       fault.kind = ExchangeFault::Kind::IoError;
       fault.err = errno;
       return fault;
     }
     if (pfds[1].revents & POLLIN) {
       fault.kind = ExchangeFault::Kind::Fatal;
+      return fault;
+    }
+    if (pfds[3].revents & POLLIN) {
+      fault.kind = ExchangeFault::Kind::Woken;
       return fault;
     }
     int gone = -1;
@@ -316,9 +331,19 @@ inline ExchangeFault UcxTransport::waitFor(Step step, Needs needs, Deadline dead
       }
     }
     if (gone >= 0) {
-      // What the peer sent before it went may be here already: use it.
-      progressAll();
-      if (const int r = step(fault); r != 0) return r > 0 ? ExchangeFault{} : fault;
+      // What the peer sent before it went may be here already, or still
+      // arriving: a large receive completes when the sender's last
+      // acknowledgement is processed, which may come after the control
+      // plane heard it leave. Events are taken for a short grace.
+      const Deadline grace = Deadline::afterMs(kPeerGoneGraceMs);
+      while (true) {
+        progressAll();
+        if (const int r = step(fault); r != 0) return r > 0 ? ExchangeFault{} : fault;
+        if (grace.expired()) break;
+        if (api_.workerArm(worker_) == UCS_ERR_BUSY) continue;
+        pollfd events{efd_, POLLIN, 0};
+        if (::poll(&events, 1, grace.pollTimeoutMs()) <= 0) break;  // nothing more came
+      }
       fault.kind = ExchangeFault::Kind::PeerGone;
       fault.peer = gone;
       return fault;

@@ -219,29 +219,6 @@ UcxTransport::~UcxTransport() {
   if (context_ != nullptr) api_.cleanup(context_);
 }
 
-void UcxTransport::discardUnreceived() {
-  // Messages that arrived and that no receive took (a failed op's peers went
-  // on sending): taken and dropped, so that UCX does not warn about each one
-  // on the application's stdout when the worker goes. Bounded: a large
-  // message from a gone peer cannot be fetched.
-  const Deadline until = Deadline::afterMs(kQuiesceMs);
-  std::vector<uint8_t> sink;
-  while (!until.expired()) {
-    progressAll();
-    ucp_tag_recv_info_t info{};
-    ucp_tag_message_h msg = api_.tagProbeNb(worker_, 0, 0, 1, &info);
-    if (msg == nullptr) return;
-    sink.resize(std::max<size_t>(sink.size(), info.length));
-    ucp_request_param_t param = receiveParam(info, ucp_dt_make_contig(1));
-    void* req = api_.tagMsgRecvNbx(worker_, sink.data(), info.length, msg, &param);
-    while (settle(req) == UCS_INPROGRESS && !until.expired()) progressAll();
-    if (req != nullptr) {
-      api_.requestFree(req);
-      return;
-    }
-  }
-}
-
 void UcxTransport::closeEndpoints(bool force) {
   std::vector<void*> closing;
   for (ucp_ep_h& ep : eps_) {
@@ -420,6 +397,7 @@ int UcxTransport::pass(const FrameHeader& base, bool checkFingerprint, ExchangeF
     const Transfer& t = *op.transfer;
     const auto peer = static_cast<size_t>(t.peer);
     if (op.stage == Op::Stage::Done) continue;
+    if (t.drain && op.stage == Op::Stage::Unposted && !takeNext(op)) continue;  // waits for none
     allDone = false;
     if (op.stage == Op::Stage::Unposted) {  // a send whose lane or payload is not ready
       if (laneBlocked_[peer] || t.waiting()) {
@@ -465,10 +443,12 @@ int UcxTransport::pass(const FrameHeader& base, bool checkFingerprint, ExchangeF
       }
       op.stage = Op::Stage::Done;
     }
+    if (t.drain && op.stage == Op::Stage::Done) op.stage = Op::Stage::Unposted;  // the peer's next message
   }
   if (!allDone) {
     for (size_t i = 0; i < opCount_; ++i) {
-      if (ops_[i].stage != Op::Stage::Done) return 0;
+      const Op& op = ops_[i];
+      if (op.stage != Op::Stage::Done && !(op.transfer->drain && op.stage == Op::Stage::Unposted)) return 0;
     }
   }
   return flushSends(fault);
@@ -501,7 +481,9 @@ int UcxTransport::flushSends(ExchangeFault& fault) {
 
 bool UcxTransport::needs(int peer) const {
   for (size_t i = 0; i < opCount_; ++i) {
-    if (ops_[i].stage != Op::Stage::Done && ops_[i].transfer->peer == peer) return true;
+    const Op& op = ops_[i];
+    const bool waiting = op.stage != Op::Stage::Done && !(op.transfer->drain && op.stage == Op::Stage::Unposted);
+    if (waiting && op.transfer->peer == peer) return true;
   }
   return false;
 }
@@ -527,7 +509,9 @@ ExchangeFault UcxTransport::exchange(std::span<const Transfer> transfers, const 
     op.bounce = nullptr;
     if (!t.isSend) {
       op.bounce = bounce_.data() + kBounceBytes * nextBounce++;
-      postReceive(op);  // every receive at once: tag matching keeps each peer's order
+      // Every receive at once (tag matching keeps each peer's order); a drain
+      // takes only what has come (takeNext, in pass()).
+      if (!t.drain) postReceive(op);
     }
   }
   ExchangeFault fault = waitFor([&](ExchangeFault& f) { return pass(header, checkFingerprint, f); },
@@ -537,7 +521,7 @@ ExchangeFault UcxTransport::exchange(std::span<const Transfer> transfers, const 
     if (fault.kind == ExchangeFault::Kind::TimedOut) {
       for (size_t i = 0; i < opCount_; ++i) {
         const Op& op = ops_[i];
-        if (op.stage == Op::Stage::Done) continue;
+        if (op.stage == Op::Stage::Done || (op.transfer->drain && op.stage == Op::Stage::Unposted)) continue;
         const size_t bytes = op.transfer->payloadBytes();
         const size_t left = op.stage == Op::Stage::Payload ? bytes : kHeaderBytes + bytes;
         fault.pending.push_back({op.transfer->peer, op.transfer->isSend, left});
@@ -582,39 +566,6 @@ void UcxTransport::quiesce() {
       }
     }
   }
-}
-
-std::optional<FrameHeader> UcxTransport::unreceived(int peer) {
-  auto& stashed = stash_[static_cast<size_t>(peer)];
-  if (stashed.empty()) {
-    progressAll();
-    ucp_tag_recv_info_t info{};
-    ucp_tag_message_h msg = api_.tagProbeNb(worker_, headerTag(peer), kFullMask, 1, &info);
-    if (msg == nullptr) return std::nullopt;
-    std::vector<uint8_t> bytes(info.length);
-    ucp_request_param_t param = receiveParam(info, ucp_dt_make_contig(1));
-    void* req = api_.tagMsgRecvNbx(worker_, bytes.data(), bytes.size(), msg, &param);
-    const Deadline until = Deadline::afterMs(kQuiesceMs);
-    ucs_status_t s;
-    while ((s = settle(req)) == UCS_INPROGRESS && !until.expired()) progressAll();
-    if (s != UCS_OK || bytes.size() < kHeaderBytes) return std::nullopt;
-    stashed.push_back(std::move(bytes));
-  }
-  FrameHeader h;
-  std::memcpy(&h, stashed.front().data(), kHeaderBytes);
-  return h;
-}
-
-ExchangeFault UcxTransport::awaitIncoming(std::span<const int> peers, Deadline deadline, LivenessWatch& watch,
-                                          int& from) {
-  ExchangeFault fault = waitFor(
-      [&](ExchangeFault&) {
-        from = firstWithMessage(*this, peers);
-        return from >= 0 ? 1 : 0;
-      },
-      [&](int peer) { return awaits(peers, peer); }, deadline, watch, nullptr);
-  markAwaited(fault, peers);
-  return fault;
 }
 
 }  // namespace ucx
