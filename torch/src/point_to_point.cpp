@@ -1,118 +1,89 @@
 #include "point_to_point.hpp"
 
-#include <torch/csrc/distributed/c10d/PrefixStore.hpp>
-#include <torch/csrc/distributed/c10d/TCPStore.hpp>
+#include <utility>
 
 namespace vigil::torchpg {
-namespace {
 
-std::string firstLine(const std::string& text) {
-  return text.substr(0, text.find('\n'));
-}
-
-}  // namespace
-
-PointToPoint::PointToPoint(c10::intrusive_ptr<c10d::Store> store, std::string keyPrefix, std::string commName, int rank,
-                           int timeoutMs)
-    : store_(std::move(store)),
-      keyPrefix_(std::move(keyPrefix)),
-      commName_(std::move(commName)),
-      rank_(rank),
-      timeoutMs_(timeoutMs),
-      storeTimeout_(store_->getTimeout()) {
-  c10::intrusive_ptr<c10d::Store> inner = store_;
-  while (auto* prefixed = dynamic_cast<c10d::PrefixStore*>(inner.get())) inner = prefixed->getUnderlyingStore();
-  if (auto* tcp = dynamic_cast<c10d::TCPStore*>(inner.get())) {
-    tcpStoreAddress_.emplace(tcp->getHost(), tcp->getPort());
-  }
-}
+PointToPoint::PointToPoint(const vigil::Communicator& groupComm) : comm_(groupComm.split(0, groupComm.rank())) {}
 
 PointToPoint::~PointToPoint() {
-  std::lock_guard lock(mutex_);
-  channels_.clear();  // each drains its queue, then leaves its communicator
-}
-
-PointToPoint::Channel& PointToPoint::channel(int peer, Direction direction) {
-  std::lock_guard lock(mutex_);
-  std::unique_ptr<Channel>& slot = channels_[{peer, direction}];
-  if (!slot) slot = std::make_unique<Channel>(*this, peer, direction);
-  return *slot;
-}
-
-PointToPoint::Channel::Channel(const PointToPoint& owner, int peer, Direction direction)
-    : owner_(owner),
-      peer_(peer),
-      direction_(direction),
-      queue_("the queue of this rank's " + std::string(direction == Direction::Send ? "sends to" : "receives from") +
-                 " rank " + std::to_string(peer),
-             std::chrono::milliseconds(owner.timeoutMs_)) {
-  const int src = direction == Direction::Send ? owner.rank_ : peer;
-  const int dst = direction == Direction::Send ? peer : owner.rank_;
-  commName_ = owner.commName_ + "/p2p" + std::to_string(src) + "to" + std::to_string(dst);
-}
-
-std::string PointToPoint::Channel::storeKey() const {
-  const int src = direction_ == Direction::Send ? owner_.rank_ : peer_;
-  const int dst = direction_ == Direction::Send ? peer_ : owner_.rank_;
-  return owner_.keyPrefix_ + "/p2p/" + std::to_string(src) + "-" + std::to_string(dst);
-}
-
-c10::intrusive_ptr<c10d::Store> PointToPoint::Channel::rendezvousStore() const {
-  if (!owner_.tcpStoreAddress_) return owner_.store_;
-  c10d::TCPStoreOptions options;
-  options.port = owner_.tcpStoreAddress_->second;
-  options.isServer = false;
-  options.waitWorkers = false;
-  options.timeout = owner_.storeTimeout_;
-  return c10::make_intrusive<c10d::TCPStore>(owner_.tcpStoreAddress_->first, options);
-}
-
-void PointToPoint::Channel::abort() const {
-  // A handle stays valid after an abort or destroy: a second one only fails.
-  if (vigilComm_t comm = connected_.load()) vigilCommAbortWithReason(comm, kInterruptedReason);
-}
-
-vigilComm_t PointToPoint::Channel::comm(const OpSite& site) {
-  if (comm_) return comm_->get();
-  if (connectError_) std::rethrow_exception(connectError_);
-  try {
-    c10::intrusive_ptr<c10d::Store> store = rendezvousStore();
-    vigil::RootInfo root;
-    if (direction_ == Direction::Send) {
-      root = vigil::RootInfo::create();
-      const std::string text = root.toString();
-      store->set(storeKey(), std::vector<uint8_t>(text.begin(), text.end()));
-    } else {
-      std::vector<uint8_t> text;
-      try {
-        text = store->get(storeKey());
-      } catch (const std::exception& e) {
-        raise(site, ids::OpTimeout,
-              "rank " + std::to_string(peer_) + " posted no send to this rank within the store's timeout (" +
-                  std::to_string(owner_.storeTimeout_.count()) + " ms; the store said: " + firstLine(e.what()) + ")",
-              "make rank " + std::to_string(peer_) + " send what this rank receives, in the same order");
-      }
-      root = vigil::RootInfo::fromString(std::string(text.begin(), text.end()));
-    }
-    vigilConfig config = VIGIL_CONFIG_INIT;
-    config.timeoutMs = owner_.timeoutMs_;
-    // Part of the first operation: the peer has the group's timeout to post its side.
-    config.connectTimeoutMs = owner_.timeoutMs_;
-    config.commName = commName_.c_str();
-    config.timeoutName = kTimeoutName;
-    // Errors name the channel's two ranks as the group's: "rank 0 (rank 2 of 'torch-...')".
-    const int sender = direction_ == Direction::Send ? owner_.rank_ : peer_;
-    const int receiver = direction_ == Direction::Send ? peer_ : owner_.rank_;
-    const int groupRanks[2] = {sender, receiver};
-    config.groupName = owner_.commName_.c_str();
-    config.groupRanks = groupRanks;
-    comm_.emplace(2, root, direction_ == Direction::Send ? 0 : 1, &config);
-    connected_.store(comm_->get());
-  } catch (...) {
-    connectError_ = std::current_exception();
-    throw;
+  {
+    std::lock_guard lock(mutex_);
+    stopping_ = true;
   }
-  return comm_->get();
+  changed_.notify_all();
+  if (thread_.joinable()) thread_.join();
+}
+
+void PointToPoint::send(const at::Tensor& dense, int peer, int tag, c10::intrusive_ptr<VigilWork> work) {
+  const Elements e = movedElements(dense);
+  std::unique_lock lock(mutex_);
+  vigilRequest_t request = VIGIL_REQUEST_NULL;
+  check(vigilIsendTag(dense.data_ptr(), e.count, e.type, peer, tag, comm_.get(), &request), comm_.get());
+  post(request, std::move(work), [dense](const vigilStatus&) {});
+}
+
+void PointToPoint::recv(std::shared_ptr<DenseBuffer> buffer, int source, int tag, c10::intrusive_ptr<VigilWork> work) {
+  const Elements e = movedElements(buffer->dense());
+  std::unique_lock lock(mutex_);
+  vigilRequest_t request = VIGIL_REQUEST_NULL;
+  check(vigilIrecvTag(buffer->data(), e.count, e.type, source, tag, comm_.get(), &request), comm_.get());
+  VigilWork* w = work.get();
+  post(request, std::move(work), [buffer, w](const vigilStatus& status) {
+    w->setSourceRank(status.source);
+    buffer->writeBack();
+  });
+}
+
+void PointToPoint::post(vigilRequest_t request, c10::intrusive_ptr<VigilWork> work,
+                        std::function<void(const vigilStatus&)> done) {
+  // Called with mutex_ held, right after the request was posted: the thread
+  // sees it in pending_ before a wait could complete it.
+  pending_.push_back({request, std::move(work), std::move(done)});
+  if (!thread_.joinable()) thread_ = std::thread([this] { progress(); });
+  changed_.notify_all();
+}
+
+void PointToPoint::progress() {
+  std::vector<vigilRequest_t> requests;
+  while (true) {
+    {
+      std::unique_lock lock(mutex_);
+      changed_.wait(lock, [&] { return stopping_ || !pending_.empty(); });
+      if (pending_.empty()) return;  // stopping, nothing left
+      requests.clear();
+      for (const Pending& p : pending_) requests.push_back(p.request);
+    }
+    int index = -1;
+    vigilStatus status{};
+    const vigilResult_t result = vigilWaitAny(static_cast<int>(requests.size()), requests.data(), &index, &status);
+    if (result != vigilSuccess) {
+      // The communicator failed: the requests of this wait are gone with it.
+      std::exception_ptr failure;
+      try {
+        check(result, comm_.get());
+      } catch (...) {
+        failure = std::current_exception();
+      }
+      std::vector<Pending> failed;
+      {
+        std::lock_guard lock(mutex_);
+        const auto waited = static_cast<std::ptrdiff_t>(requests.size());
+        failed.assign(std::make_move_iterator(pending_.begin()), std::make_move_iterator(pending_.begin() + waited));
+        pending_.erase(pending_.begin(), pending_.begin() + waited);
+      }
+      for (Pending& p : failed) p.work->fail(failure);
+      continue;  // later posts fail at their call; those posted meanwhile fail in the next wait
+    }
+    if (index < 0) continue;  // woken by a post: wait again, with it
+    Pending done;
+    {
+      std::lock_guard lock(mutex_);
+      done = std::move(pending_[static_cast<size_t>(index)]);
+      pending_.erase(pending_.begin() + index);
+    }
+    done.work->run([&] { done.done(status); });
+  }
 }
 
 }  // namespace vigil::torchpg

@@ -63,7 +63,7 @@ ProcessGroupVigil::ProcessGroupVigil(const c10::intrusive_ptr<c10d::Store>& stor
   config.timeoutName = kTimeoutName;
   comm_ = std::make_shared<vigil::Communicator>(size, vigil::RootInfo::fromString(rootText), rank, &config);
   completions_ = std::make_unique<CompletionPool>();
-  p2p_ = std::make_unique<PointToPoint>(store, "vigil-p2p/" + rootText, commName_, rank, timeoutMs);
+  p2p_ = std::make_unique<PointToPoint>(*comm_);
   queue_ = std::make_unique<OpQueue>("the group's queue", timeout);
   sequenceNum_ = c10d::SequenceNum(0);
   init();

@@ -2,7 +2,8 @@
 // ProcessGroupVigil: torch.distributed's ProcessGroup over a vigil
 // communicator. Collectives of a group run in issue order on the group's
 // worker thread (a vigil communicator runs one operation at a time);
-// point-to-point operations on their own channels (point_to_point.hpp).
+// point-to-point operations are requests on a communicator of their own,
+// progressed by a thread of their own (point_to_point.hpp).
 // Every call checks its arguments at once (a bad one raises on the calling
 // thread and the group stays usable) and returns an async Work.
 
@@ -135,6 +136,8 @@ class ProcessGroupVigil final : public c10d::ProcessGroup {
   // `abortComm` aborts the communicator `body` runs on (Ctrl-C in Work.wait).
   c10::intrusive_ptr<c10d::Work> launchOn(OpQueue& queue, std::function<void()> abortComm, const char* op,
                                           WorkSpec spec, std::function<void()> body);
+  // A Work of the point-to-point communicator (send_recv.cpp); Ctrl-C in its wait aborts that one.
+  c10::intrusive_ptr<VigilWork> p2pWork(const char* op, WorkSpec spec);
   // allreduce (SUM) of one sparse COO tensor (collectives.cpp).
   c10::intrusive_ptr<c10d::Work> sparseAllreduce(const OpSite& where, const at::Tensor& tensor,
                                                  std::vector<at::Tensor>& tensors, const c10d::AllreduceOptions& opts);

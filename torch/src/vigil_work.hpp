@@ -43,6 +43,8 @@ class VigilWork final : public c10d::Work {
   std::vector<at::Tensor> result() override { return outputs_; }
   c10::intrusive_ptr<c10::ivalue::Future> getFuture() override { return future_; }
   int sourceRank() const override;
+  // A receive from any source: the sender, known when the message is in (before run() completes it).
+  void setSourceRank(int rank) { sourceRank_ = rank; }
   const OpSite& site() const { return site_; }
 
  private:

@@ -116,8 +116,6 @@ def check_refused(rank, world):
         dist.all_reduce(torch.ones(2, dtype=torch.float32), dist.ReduceOp.BXOR)
     with pytest.raises(RuntimeError, match=r"VG-API-002: .*torch\.int16.*Remedy"):
         dist.all_reduce(torch.ones(2, dtype=torch.int16))
-    with pytest.raises(RuntimeError, match=r"VG-API-008: .*any source.*Remedy"):
-        dist.recv(torch.ones(2))
     with pytest.raises(RuntimeError, match=r"VG-TORCH-001: .*sparse.*Remedy"):
         dist.all_reduce(torch.eye(2).to_sparse_csr())
     with pytest.raises(RuntimeError, match=r"VG-API-003: .*sparse tensors are reduced with SUM only.*Remedy"):
@@ -273,6 +271,54 @@ def check_tags(rank, world):
     assert_close(t, torch.full((2,), float(world)))
 
 
+def check_any_source(rank, world):
+    """recv/irecv without src take the first message from any rank; the sender is the Work's source_rank()."""
+    if rank == 0:
+        senders = []
+        for i in range(2 * (world - 1)):
+            got = torch.full((2, 3), -1.0)
+            if i % 2 == 0:
+                sender = dist.recv(got)
+            else:
+                work = dist.irecv(got)
+                work.wait()
+                sender = work.source_rank()
+            assert_close(got, value(sender))
+            senders.append(sender)
+        assert sorted(senders) == sorted(list(range(1, world)) * 2), senders
+    else:
+        dist.send(value(rank), 0)
+        dist.send(value(rank), 0)
+    # A receive from any source posted before one from a named rank takes the first message.
+    if rank == 0:
+        first, second = torch.zeros(2, 3), torch.zeros(2, 3)
+        any_work = dist.irecv(first, tag=4)
+        named = dist.irecv(second, src=world - 1, tag=4)
+        dist.barrier()
+        any_work.wait()
+        named.wait()
+        assert any_work.source_rank() == world - 1
+        assert_close(first, value(10))
+        assert_close(second, value(11))
+    else:
+        dist.barrier()
+        if rank == world - 1:
+            dist.send(value(10), 0, tag=4)
+            dist.send(value(11), 0, tag=4)
+
+
+def check_large_both_ways(rank, world):
+    """Every rank posts irecv, then isend, of 32 MiB: larger than every buffer, and none waits for another."""
+    nxt, prv = (rank + 1) % world, (rank - 1) % world
+    out = torch.full((8 << 20,), float(rank))
+    got = torch.zeros(8 << 20)
+    recv_work = dist.irecv(got, prv, tag=9)
+    send_work = dist.isend(out, nxt, tag=9)
+    send_work.wait()
+    recv_work.wait()
+    assert bool((got == float(prv)).all())
+
+
 def sparse_of(rank, sizes, sparse_dims, dtype=torch.float32, entries=None):
     """Rank `rank`'s sparse tensor: `entries` (default rank + 1) entries at seeded places, some repeated."""
     g = torch.Generator().manual_seed(100 + rank)
@@ -320,7 +366,7 @@ def check_barrier_and_work(rank, world):
 
 CHECKS = [check_broadcast, check_all_reduce, check_refused, check_coalesced, check_reduce, check_all_gather,
           check_gather_scatter, check_reduce_scatter, check_all_to_all, check_send_recv, check_tags,
-          check_sparse, check_barrier_and_work]
+          check_any_source, check_large_both_ways, check_sparse, check_barrier_and_work]
 
 
 def every_operation(rank, world):
