@@ -493,28 +493,34 @@ vigilResult_t vigilSendRecv(const void* sendbuff, size_t sendcount, vigilDataTyp
     std::shared_ptr<Communicator> c = api::acquire(comm);
     std::shared_ptr<Stream> s = api::streamOf(stream);
     for (const OpDesc& op : ops) c->validate(op);
-    if (source == VIGIL_ANY_SOURCE) {
+    // From any source: as two requests (the send progresses while the receive waits for the first sender).
+    const bool anySource = source == VIGIL_ANY_SOURCE;
+    if (anySource && group::active()) {
       c->error(Errc::ApiBadTag)
           .op("sendrecv")
           .cause(
-              "source VIGIL_ANY_SOURCE: the send could not progress while the receive waits for whichever peer "
-              "sends first")
-          .remedy(
-              "name the source, or call vigilSendTag and a vigilRecvTag from VIGIL_ANY_SOURCE one after the "
-              "other")
+              "source VIGIL_ANY_SOURCE inside a group: the group's sends could not progress while the receive "
+              "waits for whichever peer sends first")
+          .remedy("name the source, or call vigilSendRecv from VIGIL_ANY_SOURCE outside the group")
           .raise();
     }
     if (group::active()) {
       for (const OpDesc& op : ops) group::add(c, op, s);
       if (std::find(groupComms.begin(), groupComms.end(), comm) == groupComms.end()) groupComms.push_back(comm);
     } else if (!s) {
-      c->runPointToPoint(ops);
+      anySource ? c->sendRecvAnySource(ops[0], ops[1]) : c->runPointToPoint(ops);
     } else {
       c->checkUsable();
-      const uint64_t records[2] = {c->recordEnqueued(ops[0], s->name()), c->recordEnqueued(ops[1], s->name())};
-      s->enqueue([c, send = OwnedOpDesc(ops[0], 1), recv = OwnedOpDesc(ops[1], 1), records] {
+      uint64_t records[2] = {};
+      if (!anySource)
+        records[0] = c->recordEnqueued(ops[0], s->name()), records[1] = c->recordEnqueued(ops[1], s->name());
+      s->enqueue([c, send = OwnedOpDesc(ops[0], 1), recv = OwnedOpDesc(ops[1], 1), records, anySource] {
         const OpDesc batch[2] = {send.get(), recv.get()};
         try {
+          if (anySource) {
+            c->sendRecvAnySource(batch[0], batch[1]);
+            return;
+          }
           c->runPointToPoint(batch, records);
         } catch (const Error& e) {
           c->keepAsyncError(e);

@@ -88,6 +88,8 @@ class Communicator : public algo::LoadStoreRunner, public algo::HierarchicalRunn
   // WaitAny: -1 also when another thread posted a request meanwhile.
   enum class WaitMode { Test, Wait, WaitAny };
   int waitRequests(std::span<Request* const> reqs, WaitMode mode);
+  // vigilSendRecv from VIGIL_ANY_SOURCE: the receive and the send as two requests, both waited for.
+  void sendRecvAnySource(const OpDesc& send, const OpDesc& recv);
 
   // Collective over this communicator: the ranks passing the same color form
   // a new communicator, ordered by (key, rank here); color < 0 returns null.

@@ -210,6 +210,13 @@ int Communicator::waitRequests(std::span<Request* const> reqs, WaitMode mode) {
   }
 }
 
+void Communicator::sendRecvAnySource(const OpDesc& send, const OpDesc& recv) {
+  const std::shared_ptr<Request> r = post(recv);
+  const std::shared_ptr<Request> s = post(send);
+  for (Request* request : {r.get(), s.get()}) waitRequests(std::span(&request, 1), WaitMode::Wait);
+  if (recv.status != nullptr) *recv.status = r->status;
+}
+
 void Communicator::checkRequestsAtFinalize() {
   absorbPosted();
   if (pendingSends_.empty() && pendingRecvs_.empty()) return;

@@ -98,6 +98,38 @@ TEST_P(RequestRanks, AnySourceWithWaitAny) {
   });
 }
 
+// vigilSendRecv from any source (its send and receive as two requests): a
+// ring of 1 MiB messages where every rank sends first, blocking and on a stream.
+TEST_P(RequestRanks, SendRecvFromAnySource) {
+  const int n = GetParam();
+  constexpr size_t kCount = 1u << 18;
+  runRanks(n, [&](int rank, vigilComm_t& comm) {
+    const int right = (rank + 1) % n, left = (rank + n - 1) % n;
+    const std::vector<int32_t> out = pattern(kCount, rank);
+    std::vector<int32_t> in(kCount, -1);
+    vigilStatus st{};
+    ASSERT_EQ(vigilSendRecv(out.data(), kCount, vigilInt32, right, rank, in.data(), kCount, vigilInt32,
+                            VIGIL_ANY_SOURCE, VIGIL_ANY_TAG, comm, &st, nullptr),
+              vigilSuccess)
+        << vigilGetLastError(comm);
+    EXPECT_EQ(st.source, left);
+    EXPECT_EQ(st.tag, left);
+    EXPECT_EQ(in, pattern(kCount, left));
+    vigilStream_t stream = nullptr;
+    ASSERT_EQ(vigilStreamCreate(&stream), vigilSuccess);
+    std::vector<int32_t> again(kCount, -1);
+    vigilStatus st2{};
+    ASSERT_EQ(vigilSendRecv(out.data(), kCount, vigilInt32, right, 3, again.data(), kCount, vigilInt32,
+                            VIGIL_ANY_SOURCE, 3, comm, &st2, stream),
+              vigilSuccess)
+        << vigilGetLastError(comm);
+    ASSERT_EQ(vigilStreamSynchronize(stream), vigilSuccess) << vigilGetLastError(comm);
+    EXPECT_EQ(st2.source, left);
+    EXPECT_EQ(again, pattern(kCount, left));
+    ASSERT_EQ(vigilStreamDestroy(stream), vigilSuccess);
+  });
+}
+
 INSTANTIATE_TEST_SUITE_P(Ranks, RequestRanks, ::testing::Values(2, 3, 5));
 
 // MPI's rule: a message goes to the first posted receive that matches it,
