@@ -417,6 +417,12 @@ VIGIL_API vigilResult_t vigilTest(vigilRequest_t* request, int* flag, vigilStatu
    active, or when another thread posted a request on the communicator
    meanwhile (a progress thread then adds it to its set and waits again). */
 VIGIL_API vigilResult_t vigilWaitAny(int count, vigilRequest_t* requests, int* index, vigilStatus* status);
+/* Frees *request and sets it to VIGIL_REQUEST_NULL without waiting
+   (MPI_Request_free): a pending one still completes in a later wait on its
+   communicator, but nobody learns when; its buffer stays the caller's to
+   keep until then. For requests that can no longer complete (after a
+   failed finalize, VG-OP-006), it releases the handle. */
+VIGIL_API vigilResult_t vigilRequestFree(vigilRequest_t* request);
 
 /* Everything between GroupStart and GroupEnd on this thread is issued as one
    batch (batch_isend_irecv); every buffer in it stays held until the batch completes. */

@@ -112,6 +112,13 @@ vigilResult_t vigilTest(vigilRequest_t* request, int* flag, vigilStatus* status)
   });
 }
 
+vigilResult_t vigilRequestFree(vigilRequest_t* request) {
+  return api::guarded(nullptr, [&] {
+    requestOf(request, "request free");
+    release(request, nullptr);
+  });
+}
+
 vigilResult_t vigilWaitAny(int count, vigilRequest_t* requests, int* index, vigilStatus* status) {
   vigilComm_t comm = nullptr;
   return api::guarded(comm, [&] {

@@ -322,6 +322,31 @@ TEST(Requests, PendingAtFinalizeIsNamed) {
                         "a tagged receive from rank 0 (tag 6, up to 1 x int32): its buffer was never filled"),
               std::string::npos)
         << text;
+    EXPECT_EQ(vigilRequestFree(&req), vigilSuccess);  // it can never complete now: only the handle goes
+    EXPECT_EQ(req, VIGIL_REQUEST_NULL);
+    EXPECT_EQ(vigilRequestFree(&req), vigilInvalidArgument);
+  });
+}
+
+// A request freed while pending still completes (in a later wait on its communicator).
+TEST(Requests, FreedWhilePendingStillCompletes) {
+  runRanks(2, [&](int rank, vigilComm_t& comm) {
+    int32_t v = rank == 0 ? 77 : -1;
+    if (rank == 0) {
+      vigilRequest_t req;
+      ASSERT_EQ(vigilIsendTag(&v, 1, vigilInt32, 1, 8, comm, &req), vigilSuccess);
+      ASSERT_EQ(vigilRequestFree(&req), vigilSuccess);
+      EXPECT_EQ(req, VIGIL_REQUEST_NULL);
+      // A wait on another request progresses the freed send too.
+      int32_t reply = -1;
+      ASSERT_EQ(vigilIrecvTag(&reply, 1, vigilInt32, 1, 9, comm, &req), vigilSuccess);
+      ASSERT_EQ(vigilWait(&req, nullptr), vigilSuccess) << vigilGetLastError(comm);
+      EXPECT_EQ(reply, 78);
+    } else {
+      ASSERT_EQ(vigilRecvTag(&v, 1, vigilInt32, 0, 8, comm, nullptr, nullptr), vigilSuccess) << vigilGetLastError(comm);
+      ++v;
+      ASSERT_EQ(vigilSendTag(&v, 1, vigilInt32, 0, 9, comm, nullptr), vigilSuccess) << vigilGetLastError(comm);
+    }
   });
 }
 
