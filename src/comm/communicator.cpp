@@ -37,6 +37,11 @@ void Communicator::checkUsable() const {
 
 void Communicator::run(const OpDesc& op, uint64_t recordId) {
   validate(op);
+  if (op.tagged && requestsInUse_.load(std::memory_order_relaxed)) {  // as in runPointToPoint
+    const uint64_t ids[1] = {recordId};
+    runAsRequests(std::span(&op, 1), recordId != 0 ? std::span<const uint64_t>(ids) : std::span<const uint64_t>());
+    return;
+  }
   if (recordId == 0) recordId = recordEnqueued(op, "null");
   std::lock_guard lock(opMutex_);
   try {
@@ -62,6 +67,14 @@ void Communicator::run(const OpDesc& op, uint64_t recordId) {
 void Communicator::runPointToPoint(std::span<const OpDesc> ops, std::span<const uint64_t> recorded,
                                    ExchangeWork* work) {
   for (const OpDesc& op : ops) validate(op);
+  // Once requests are in use, tagged sends and receives wait as requests too:
+  // a blocking send then progresses the pending receives (irecv, then send,
+  // on every rank completes at any size, as MPI's progress does).
+  if (work == nullptr && requestsInUse_.load(std::memory_order_relaxed) &&
+      std::all_of(ops.begin(), ops.end(), [](const OpDesc& op) { return op.tagged; })) {
+    runAsRequests(ops, recorded);
+    return;
+  }
   std::vector<uint64_t> ids(recorded.begin(), recorded.end());
   if (ids.size() != ops.size()) {
     ids.clear();

@@ -90,6 +90,8 @@ class Communicator : public algo::LoadStoreRunner, public algo::HierarchicalRunn
   int waitRequests(std::span<Request* const> reqs, WaitMode mode);
   // vigilSendRecv from VIGIL_ANY_SOURCE: the receive and the send as two requests, both waited for.
   void sendRecvAnySource(const OpDesc& send, const OpDesc& recv);
+  // Tagged point-to-point ops as requests, all waited for (`recorded`: their entries, if recorded when queued).
+  void runAsRequests(std::span<const OpDesc> ops, std::span<const uint64_t> recorded = {});
 
   // Collective over this communicator: the ranks passing the same color form
   // a new communicator, ordered by (key, rank here); color < 0 returns null.
@@ -336,6 +338,7 @@ class Communicator : public algo::LoadStoreRunner, public algo::HierarchicalRunn
   std::atomic<EventFd*> wake_{nullptr};
   std::vector<std::shared_ptr<Request>> pendingSends_, pendingRecvs_;
   bool wakeable_ = false;  // a request wait is in awaitIncoming: the wake fd ends it
+  std::atomic<bool> requestsInUse_{false};  // set at the first post
   std::vector<uint8_t> scratch_;
   std::vector<uint8_t> preMulInput_;  // guarded by opMutex_
   struct CreatedRedOp {

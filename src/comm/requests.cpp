@@ -38,6 +38,7 @@ std::shared_ptr<Request> Communicator::post(const OpDesc& op) {
     wake = wake_.load();
     posted_.push_back(request);
   }
+  requestsInUse_.store(true, std::memory_order_relaxed);
   wake->signal();
   transport_->wakeWaiters();  // shared memory sleeps on its doorbell, which then polls the wake fd
   return request;
@@ -211,10 +212,28 @@ int Communicator::waitRequests(std::span<Request* const> reqs, WaitMode mode) {
 }
 
 void Communicator::sendRecvAnySource(const OpDesc& send, const OpDesc& recv) {
-  const std::shared_ptr<Request> r = post(recv);
-  const std::shared_ptr<Request> s = post(send);
-  for (Request* request : {r.get(), s.get()}) waitRequests(std::span(&request, 1), WaitMode::Wait);
-  if (recv.status != nullptr) *recv.status = r->status;
+  const OpDesc ops[2] = {recv, send};  // the receive first: it takes what comes while the send goes out
+  runAsRequests(ops);
+}
+
+void Communicator::runAsRequests(std::span<const OpDesc> ops, std::span<const uint64_t> recorded) {
+  for (uint64_t id : recorded) recorder_.started(id);
+  try {
+    std::vector<std::shared_ptr<Request>> reqs;
+    reqs.reserve(ops.size());
+    for (const OpDesc& op : ops) reqs.push_back(post(op));
+    for (const auto& r : reqs) {
+      Request* request = r.get();
+      waitRequests(std::span(&request, 1), WaitMode::Wait);
+    }
+    for (size_t i = 0; i < ops.size(); ++i) {
+      if (ops[i].kind == OpKind::Recv && ops[i].status != nullptr) *ops[i].status = reqs[i]->status;
+    }
+  } catch (const Error& e) {
+    for (uint64_t id : recorded) recorder_.failed(id, e.text());
+    throw;
+  }
+  for (uint64_t id : recorded) recorder_.completed(id);
 }
 
 void Communicator::checkRequestsAtFinalize() {

@@ -57,6 +57,35 @@ TEST_P(RequestRanks, IrecvThenIsendLargerThanTheBuffers) {
   });
 }
 
+// MPI's most common pattern: irecv, then a blocking send, then wait. The
+// blocking send progresses the pending receive, so the 8 MiB messages that
+// every rank of the ring sends at once do not deadlock.
+TEST_P(RequestRanks, IrecvThenBlockingSendLargerThanTheBuffers) {
+  const int n = GetParam();
+  constexpr size_t kCount = 2u << 20;
+  runRanks(n, [&](int rank, vigilComm_t& comm) {
+    const int right = (rank + 1) % n, left = (rank + n - 1) % n;
+    const std::vector<int32_t> out = pattern(kCount, rank);
+    std::vector<int32_t> in(kCount, -1);
+    vigilRequest_t req;
+    ASSERT_EQ(vigilIrecvTag(in.data(), kCount, vigilInt32, left, 1, comm, &req), vigilSuccess);
+    ASSERT_EQ(vigilSendTag(out.data(), kCount, vigilInt32, right, 1, comm, nullptr), vigilSuccess)
+        << vigilGetLastError(comm);
+    ASSERT_EQ(vigilWait(&req, nullptr), vigilSuccess) << vigilGetLastError(comm);
+    EXPECT_EQ(in, pattern(kCount, left));
+    // A blocking receive beside a pending one: posting order still decides.
+    int32_t first = -1, second = -1;
+    ASSERT_EQ(vigilIrecvTag(&first, 1, vigilInt32, left, 2, comm, &req), vigilSuccess);
+    const int32_t values[2] = {rank * 10, rank * 10 + 1};
+    for (const int32_t& v : values) ASSERT_EQ(vigilSendTag(&v, 1, vigilInt32, right, 2, comm, nullptr), vigilSuccess);
+    ASSERT_EQ(vigilRecvTag(&second, 1, vigilInt32, left, 2, comm, nullptr, nullptr), vigilSuccess)
+        << vigilGetLastError(comm);
+    ASSERT_EQ(vigilWait(&req, nullptr), vigilSuccess) << vigilGetLastError(comm);
+    EXPECT_EQ(first, left * 10);
+    EXPECT_EQ(second, left * 10 + 1);
+  });
+}
+
 // Rank 0 posts one receive from any source per peer and completes them with
 // vigilWaitAny; each status names its sender, whose data it holds.
 TEST_P(RequestRanks, AnySourceWithWaitAny) {
