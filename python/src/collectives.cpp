@@ -446,6 +446,11 @@ py::object send(Comm& comm, const py::object& array, int peer, const py::object&
                       [=](vigilComm_t c, vigilStream_t s) { return vigilSend(b.send, count, b.type, peer, c, s); });
   }
   const int t = tag.cast<int>();
+  if (asyncOp && !groupOpen()) {
+    return comm.issueRequest(where.op, {in.array}, py::none(), nullptr, [=](vigilComm_t c, vigilRequest_t* r) {
+      return vigilIsendTag(b.send, count, b.type, peer, t, c, r);
+    });
+  }
   return comm.issue(where.op, asyncOp, {in.array}, py::none(),
                     [=](vigilComm_t c, vigilStream_t s) { return vigilSendTag(b.send, count, b.type, peer, t, c, s); });
 }
@@ -464,6 +469,11 @@ py::object recv(Comm& comm, const py::object& out, int peer, const py::object& t
   }
   const int t = tag.is_none() ? VIGIL_ANY_TAG : tag.cast<int>();
   vigilStatus* st = status.is_none() ? nullptr : &status.cast<Status&>().value;
+  if (asyncOp && !groupOpen()) {
+    return comm.issueRequest(where.op, {result, status}, result, st, [=](vigilComm_t c, vigilRequest_t* r) {
+      return vigilIrecvTag(b.recv, count, b.type, peer, t, c, r);
+    });
+  }
   return comm.issue(where.op, asyncOp, {result, status}, result, [=](vigilComm_t c, vigilStream_t s) {
     return vigilRecvTag(b.recv, count, b.type, peer, t, c, st, s);
   });

@@ -66,27 +66,54 @@ Work::Work(vigilEvent_t event, std::vector<py::object> keep, py::object result, 
       owner_(std::move(owner)),
       comm_(comm) {}
 
+Work::Work(vigilRequest_t request, vigilStatus* status, std::vector<py::object> keep, py::object result, Where where,
+           std::weak_ptr<Comm> owner, vigilComm_t comm)
+    : request_(request),
+      status_(status),
+      keep_(std::move(keep)),
+      result_(std::move(result)),
+      where_(std::move(where)),
+      owner_(std::move(owner)),
+      comm_(comm) {}
+
 Work::~Work() {
-  vigilEventDestroy(event_);
+  if (event_ != nullptr) vigilEventDestroy(event_);
+  // Only the handle: a pending request still completes (its communicator kept this Work until it closed).
+  if (request_ != VIGIL_REQUEST_NULL) vigilRequestFree(&request_);
 }
 
 py::object Work::wait() {
   InterruptibleCall watch({comm_});
-  vigilResult_t rc;
+  vigilResult_t rc = vigilSuccess;
   {
     py::gil_scoped_release nogil;
-    rc = vigilEventSynchronize(event_);
+    if (event_ != nullptr) {
+      rc = vigilEventSynchronize(event_);
+    } else if (request_ != VIGIL_REQUEST_NULL) {
+      rc = vigilWait(&request_, status_);
+    }
   }
   if (watch.interrupted()) {
     const CallError failure = interruptedCallError(rc, nullptr);
     if (std::shared_ptr<Comm> owner = owner_.lock()) owner->forgetAborted();
     watch.raiseInterrupted(where_, failure);
   }
-  check(rc, nullptr);
+  check(rc, event_ != nullptr ? nullptr : comm_);
   return result_;
 }
 
 bool Work::isCompleted() {
+  if (event_ == nullptr) {
+    if (request_ == VIGIL_REQUEST_NULL) return true;
+    int flag = 0;
+    vigilResult_t rc;
+    {
+      py::gil_scoped_release nogil;
+      rc = vigilTest(&request_, &flag, status_);
+    }
+    check(rc, comm_);
+    return flag != 0;
+  }
   const vigilResult_t rc = vigilEventQuery(event_);
   if (rc == vigilInProgress) return false;
   check(rc, nullptr);
@@ -94,6 +121,7 @@ bool Work::isCompleted() {
 }
 
 bool Work::reached() const {
+  if (event_ == nullptr) return request_ == VIGIL_REQUEST_NULL;
   return vigilEventQuery(event_) != vigilInProgress;
 }
 
@@ -219,6 +247,19 @@ py::object Comm::issue(const std::string& op, bool asyncOp, std::vector<py::obje
   return py::cast(work);
 }
 
+py::object Comm::issueRequest(const std::string& op, std::vector<py::object> keep, py::object result,
+                              vigilStatus* status,
+                              const std::function<vigilResult_t(vigilComm_t, vigilRequest_t*)>& post) {
+  vigilComm_t comm = handle(op);
+  drain(op);  // after the stream's operations, as a blocking call would be
+  std::erase_if(requests_, [](const std::shared_ptr<Work>& work) { return work->reached(); });
+  vigilRequest_t request = VIGIL_REQUEST_NULL;
+  check(post(comm, &request), comm);
+  auto work = std::make_shared<Work>(request, status, std::move(keep), result, where(op), weak_from_this(), comm);
+  requests_.push_back(work);
+  return py::cast(work);
+}
+
 void Comm::drain(const std::string& op) {
   if (pending_.empty()) return;
   std::shared_ptr<StreamOwner> stream = stream_;
@@ -235,6 +276,7 @@ void Comm::forgetAborted() {
     vigilStreamSynchronize(stream->get());  // its operations fail at once now
   }
   pending_.clear();
+  requests_.clear();  // only their handles: the communicator is gone
 }
 
 void Comm::prune() {
@@ -293,6 +335,7 @@ void Comm::close() {
   }
   if (later) closedLater_ = comm;
   pending_.clear();
+  requests_.clear();  // only their handles: the communicator is gone
   check(rc, comm);
 }
 
@@ -308,6 +351,7 @@ void Comm::abort() {
     if (stream) vigilStreamSynchronize(stream->get());
   }
   pending_.clear();
+  requests_.clear();  // only their handles: the communicator is gone
   check(rc, comm);
 }
 

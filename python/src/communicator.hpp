@@ -45,6 +45,11 @@ class Work {
  public:
   Work(vigilEvent_t event, std::vector<pybind11::object> keep, pybind11::object result, Where where,
        std::weak_ptr<Comm> owner, vigilComm_t comm);
+  // A tagged send or receive issued as a request (vigilIsendTag/vigilIrecvTag):
+  // it progresses beside the communicator's other calls; `status` (may be
+  // null) gets the receive's status when it completes.
+  Work(vigilRequest_t request, vigilStatus* status, std::vector<pybind11::object> keep, pybind11::object result,
+       Where where, std::weak_ptr<Comm> owner, vigilComm_t comm);
   ~Work();
   Work(const Work&) = delete;
   Work& operator=(const Work&) = delete;
@@ -56,7 +61,9 @@ class Work {
   const std::string& op() const { return where_.op; }
 
  private:
-  vigilEvent_t event_;
+  vigilEvent_t event_ = nullptr;
+  vigilRequest_t request_ = VIGIL_REQUEST_NULL;  // a request's, until it completed
+  vigilStatus* status_ = nullptr;
   std::vector<pybind11::object> keep_;
   pybind11::object result_;
   Where where_;
@@ -110,6 +117,13 @@ class Comm : public std::enable_shared_from_this<Comm> {
   // the arrays the operation uses; `result` is what the call returns.
   pybind11::object issue(const std::string& op, bool asyncOp, std::vector<pybind11::object> keep,
                          pybind11::object result, const OpCall& call);
+  // A tagged send or receive with async_op=True, outside a group: posted as
+  // a request, so a blocking call after it (send after irecv) does not wait
+  // for it, and it progresses in every later tagged call. The communicator
+  // keeps the Work (and so the arrays) until it completed.
+  pybind11::object issueRequest(const std::string& op, std::vector<pybind11::object> keep, pybind11::object result,
+                                vigilStatus* status,
+                                const std::function<vigilResult_t(vigilComm_t, vigilRequest_t*)>& post);
   // Waits for this communicator's async operations (so that a blocking call
   // after them runs after them on every rank).
   void drain(const std::string& op);
@@ -156,7 +170,8 @@ class Comm : public std::enable_shared_from_this<Comm> {
   int size_ = 0;
   std::string name_;
   std::shared_ptr<StreamOwner> stream_;
-  std::vector<std::shared_ptr<Work>> pending_;
+  std::vector<std::shared_ptr<Work>> pending_;   // on the stream
+  std::vector<std::shared_ptr<Work>> requests_;  // requests not known to have completed
   std::vector<std::shared_ptr<SymmetricBlockState>> blocks_;
   // close() with symmetric arrays alive: destroyed by the destructor, when the last went.
   vigilComm_t closedLater_ = nullptr;

@@ -96,3 +96,38 @@ def test_negative_tag_is_refused_and_the_communicator_stays_usable():
         comm.barrier()
 
     run_ranks(2, body)
+
+
+def test_irecv_then_send_as_mpi4py_writes_it():
+    """recv(async_op=True), then a blocking send, then wait(): the receive is a
+    request, so the send does not wait for it; 8 MiB on every rank of a ring."""
+    n = 3
+
+    def body(comm):
+        r = comm.rank
+        got = np.zeros(2 << 20, np.float32)
+        st = vigil.Status()
+        work = comm.recv(got, (r - 1) % n, tag=3, status=st, async_op=True)
+        comm.send(np.full(2 << 20, r, np.float32), (r + 1) % n, tag=3)
+        out = work.wait()
+        assert work.is_completed()
+        # An isend from any rank to rank 0, received from any source.
+        sent = None
+        if r != 0:
+            sent = comm.send(np.array([r * 10], np.int64), 0, tag=r, async_op=True)
+        senders = []
+        if r == 0:
+            for _ in range(n - 1):
+                s = vigil.Status()
+                v = comm.recv(np.zeros(1, np.int64), status=s)
+                senders.append((s.source, s.tag, int(v[0])))
+        if sent is not None:
+            sent.wait()
+        return out is got, bool((got == (r - 1) % n).all()), st.source, st.tag, sorted(senders)
+
+    results = run_ranks(n, body)
+    for r, (same, right, source, tag, senders) in enumerate(results):
+        assert same and right
+        assert (source, tag) == ((r - 1) % n, 3)
+        if r == 0:
+            assert senders == [(1, 1, 10), (2, 2, 20)]
