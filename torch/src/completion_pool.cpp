@@ -7,6 +7,10 @@ namespace vigil::torchpg {
 CompletionPool::CompletionPool() : state_(std::make_shared<State>()) {}
 
 CompletionPool::~CompletionPool() {
+  stop();
+}
+
+void CompletionPool::stop() {
   std::vector<std::thread> threads;
   {
     std::lock_guard lock(state_->mutex);
@@ -25,7 +29,12 @@ CompletionPool::~CompletionPool() {
 
 void CompletionPool::push(std::function<void()> completion) {
   {
-    std::lock_guard lock(state_->mutex);
+    std::unique_lock lock(state_->mutex);
+    if (state_->stopping) {
+      lock.unlock();
+      completion();  // no thread is left to take it
+      return;
+    }
     state_->completions.push_back(std::move(completion));
     // Every queued completion needs a thread of its own now: one that waits
     // behind a blocked callback could be the one that callback waits for.

@@ -29,7 +29,11 @@ class CompletionPool {
   // thread cannot join itself), and finishes on the state it shares.
   ~CompletionPool();
 
+  // Runs `completion` on a pool thread; on the calling one once stop() began.
   void push(std::function<void()> completion);
+  // What the destructor does, for the interpreter's exit (idempotent): the
+  // queued completions run and the threads end, none left to touch Python.
+  void stop();
 
  private:
   struct State {
@@ -41,7 +45,7 @@ class CompletionPool {
   };
   static void run(const std::shared_ptr<State>& state);
 
-  std::shared_ptr<State> state_;  // shared with the threads, which may outlive the pool
+  std::shared_ptr<State> state_;      // shared with the threads, which may outlive the pool
   std::vector<std::thread> threads_;  // guarded by state_->mutex
 };
 

@@ -4,6 +4,14 @@
 
 namespace vigil::torchpg {
 
+void raiseAfterStop(const OpSite& site) {
+  raise(site, ids::TorchAfterExit,
+        "issued after the interpreter began to exit: vigil.torch stopped the group's threads at exit (atexit) and "
+        "destroyed its communicators, telling the peers",
+        "issue the group's operations before the program ends: not from an atexit handler registered before "
+        "vigil.torch was imported, nor from a __del__ that runs while the interpreter shuts down");
+}
+
 void raise(const OpSite& site, ids::Id id, const std::string& cause, const std::string& remedy) {
   vigil::ErrorFields fields{.id = id.id,
                             .rank = site.rank,

@@ -43,6 +43,10 @@ struct OpSite {
 // by vigil's one formatter (core/error_text.hpp).
 [[noreturn]] void raise(const OpSite& site, ids::Id id, const std::string& cause, const std::string& remedy);
 
+// Throws VG-TORCH-006: an operation issued after the group's threads were
+// stopped for the interpreter's exit.
+[[noreturn]] void raiseAfterStop(const OpSite& site);
+
 // Throws vigil::Error made from the fields of the communicator's last error
 // (vigilGetLastErrorInfo, this thread's) when a vigil call failed.
 void check(vigilResult_t result, vigilComm_t comm);

@@ -22,7 +22,10 @@ PYBIND11_MODULE(_vigil_torch, m) {
 
   py::class_<ProcessGroupVigil, c10::intrusive_ptr<ProcessGroupVigil>, c10d::ProcessGroup>(m, "ProcessGroupVigil")
       .def(py::init([](const c10::intrusive_ptr<c10d::Store>& store, int rank, int size, int64_t timeoutMs) {
-             return c10::make_intrusive<ProcessGroupVigil>(store, rank, size, std::chrono::milliseconds(timeoutMs));
+             auto group =
+                 c10::make_intrusive<ProcessGroupVigil>(store, rank, size, std::chrono::milliseconds(timeoutMs));
+             ProcessGroupVigil::track(group);
+             return group;
            }),
            py::arg("store"), py::arg("rank"), py::arg("size"), py::arg("timeout_ms"),
            py::call_guard<py::gil_scoped_release>(),
@@ -54,6 +57,10 @@ PYBIND11_MODULE(_vigil_torch, m) {
       .def_property_readonly(
           "timeout_ms", [](const ProcessGroupVigil& pg) { return pg.timeout().count(); },
           "The per-operation deadline of the group's communicator.");
+
+  m.def("_stop_groups_for_exit", &ProcessGroupVigil::stopAllForExit, py::call_guard<py::gil_scoped_release>(),
+        "The interpreter's exit hook (vigil.torch registers it with atexit, after vigil's communicators are "
+        "destroyed): ends the threads of every live group while they can still take the GIL.");
 
   int version = 0;
   vigilGetVersion(&version);

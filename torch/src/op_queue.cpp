@@ -15,19 +15,24 @@ OpQueue::OpQueue(std::string name, std::chrono::milliseconds timeout)
     : name_(std::move(name)), timeout_(timeout), worker_([this] { work(); }), watcher_([this] { watch(); }) {}
 
 OpQueue::~OpQueue() {
+  stop();
+}
+
+void OpQueue::stop() {
+  std::lock_guard stopping(stopMutex_);
   {
     std::lock_guard lock(mutex_);
     stopping_ = true;
   }
   workerWakes_.notify_all();
-  worker_.join();
-  watcher_.join();  // it ends when the worker did
+  if (worker_.joinable()) worker_.join();
+  if (watcher_.joinable()) watcher_.join();  // it ends when the worker did
 }
 
 void OpQueue::push(Job job) {
   std::unique_lock lock(mutex_);
-  if (!brokenBy_.empty()) {
-    std::exception_ptr error = broken(job.site);
+  if (stopping_ || !brokenBy_.empty()) {
+    std::exception_ptr error = stopping_ ? stopped(job.site) : broken(job.site);
     lock.unlock();
     job.fail(error);
     return;
@@ -115,6 +120,14 @@ std::exception_ptr OpQueue::broken(const OpSite& site) const {
           "the group cannot run more operations: an earlier one never started within the group's timeout (" +
               brokenBy_ + ")",
           "destroy the group and create a new one; the quoted error is the cause");
+  } catch (...) {
+    return std::current_exception();
+  }
+}
+
+std::exception_ptr OpQueue::stopped(const OpSite& site) const {
+  try {
+    raiseAfterStop(site);
   } catch (...) {
     return std::current_exception();
   }

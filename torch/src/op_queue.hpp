@@ -42,7 +42,11 @@ class OpQueue {
   // the watcher fails jobs that wait too long meanwhile), then joins.
   ~OpQueue();
 
+  // Fails `job` at once (VG-TORCH-006) once stop() began.
   void push(Job job);
+  // What the destructor does, for the interpreter's exit (idempotent): runs
+  // what is queued and joins the threads, so none is left to touch Python.
+  void stop();
 
  private:
   struct Queued {
@@ -56,6 +60,8 @@ class OpQueue {
   std::exception_ptr expired(const Queued& queued, Clock::time_point now) const;
   // The error of a job failed because the queue is broken.
   std::exception_ptr broken(const OpSite& site) const;
+  // The error of a job pushed once the queue stopped.
+  std::exception_ptr stopped(const OpSite& site) const;
 
   const std::string name_;
   const std::chrono::milliseconds timeout_;
@@ -68,7 +74,8 @@ class OpQueue {
   std::string brokenBy_;  // the text of the error that broke the queue
   bool stopping_ = false;
   bool workerDone_ = false;
-  std::thread worker_;  // the threads last: they start on the fields above
+  std::mutex stopMutex_;  // one stop() joins; a second waits for it
+  std::thread worker_;    // the threads last: they start on the fields above
   std::thread watcher_;
 };
 

@@ -7,17 +7,24 @@ namespace vigil::torchpg {
 PointToPoint::PointToPoint(const vigil::Communicator& groupComm) : comm_(groupComm.split(0, groupComm.rank())) {}
 
 PointToPoint::~PointToPoint() {
+  stop();
+}
+
+void PointToPoint::stop() {
+  std::thread thread;
   {
     std::lock_guard lock(mutex_);
     stopping_ = true;
+    thread.swap(thread_);
   }
   changed_.notify_all();
-  if (thread_.joinable()) thread_.join();
+  if (thread.joinable()) thread.join();
 }
 
 void PointToPoint::send(const at::Tensor& dense, int peer, int tag, c10::intrusive_ptr<VigilWork> work) {
   const Elements e = movedElements(dense);
   std::unique_lock lock(mutex_);
+  if (stopping_) raiseAfterStop(work->site());
   vigilRequest_t request = VIGIL_REQUEST_NULL;
   check(vigilIsendTag(dense.data_ptr(), e.count, e.type, peer, tag, comm_.get(), &request), comm_.get());
   post(request, std::move(work), [dense](const vigilStatus&) {});
@@ -26,6 +33,7 @@ void PointToPoint::send(const at::Tensor& dense, int peer, int tag, c10::intrusi
 void PointToPoint::recv(std::shared_ptr<DenseBuffer> buffer, int source, int tag, c10::intrusive_ptr<VigilWork> work) {
   const Elements e = movedElements(buffer->dense());
   std::unique_lock lock(mutex_);
+  if (stopping_) raiseAfterStop(work->site());
   vigilRequest_t request = VIGIL_REQUEST_NULL;
   check(vigilIrecvTag(buffer->data(), e.count, e.type, source, tag, comm_.get(), &request), comm_.get());
   VigilWork* w = work.get();

@@ -35,9 +35,13 @@ class PointToPoint {
   PointToPoint& operator=(const PointToPoint&) = delete;
   // The pending requests complete first (each within the group's timeout).
   ~PointToPoint();
+  // What the destructor does, for the interpreter's exit (idempotent); later
+  // sends and receives raise VG-TORCH-006.
+  void stop();
 
   // Posts a send of `dense` (kept until it left) to `peer`; `work`
   // completes when it has. Raises the communicator's error if it failed.
+  // After stop(), both raise VG-TORCH-006.
   void send(const at::Tensor& dense, int peer, int tag, c10::intrusive_ptr<VigilWork> work);
   // Posts a receive into `buffer` from `source` (VIGIL_ANY_SOURCE: any);
   // `work` completes with the sender's rank when the message is in.

@@ -74,11 +74,48 @@ ProcessGroupVigil::~ProcessGroupVigil() {
   // GIL to free it: never wait for them while holding it (Python drops the
   // group, or a DDP reducer that holds it, with the GIL held).
   PyThreadState* python = Py_IsInitialized() && PyGILState_Check() ? PyEval_SaveThread() : nullptr;
-  queue_.reset();  // runs what is queued: each operation ends by its deadline
-  p2p_.reset();
-  completions_.reset();  // runs the callbacks of the last completions
-  comm_.reset();         // destroyed here, or with the last tensor over its symmetric heap
+  stopThreads();
+  comm_.reset();  // destroyed here, or with the last tensor over its symmetric heap
   if (python != nullptr) PyEval_RestoreThread(python);
+}
+
+void ProcessGroupVigil::stopThreads() {
+  queue_->stop();        // runs what is queued: each operation ends by its deadline
+  p2p_->stop();          // the pending requests complete first
+  completions_->stop();  // runs the callbacks of the last completions
+}
+
+namespace {
+
+struct LiveGroups {
+  std::mutex mutex;
+  std::vector<c10::weak_intrusive_ptr<ProcessGroupVigil>> groups;
+};
+
+LiveGroups& liveGroups() {
+  static LiveGroups* const live = new LiveGroups();  // immortal: used at exit
+  return *live;
+}
+
+}  // namespace
+
+void ProcessGroupVigil::track(const c10::intrusive_ptr<ProcessGroupVigil>& group) {
+  LiveGroups& live = liveGroups();
+  std::lock_guard lock(live.mutex);
+  std::erase_if(live.groups, [](const auto& weak) { return weak.expired(); });
+  live.groups.emplace_back(group);
+}
+
+void ProcessGroupVigil::stopAllForExit() {
+  std::vector<c10::intrusive_ptr<ProcessGroupVigil>> groups;
+  {
+    LiveGroups& live = liveGroups();
+    std::lock_guard lock(live.mutex);
+    for (const auto& weak : live.groups) {
+      if (auto group = weak.lock()) groups.push_back(std::move(group));
+    }
+  }
+  for (const auto& group : groups) group->stopThreads();
 }
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupVigil::launch(const char* op, WorkSpec spec, std::function<void()> body) {

@@ -33,6 +33,18 @@ class ProcessGroupVigil final : public c10d::ProcessGroup {
                     std::chrono::milliseconds timeout);
   ~ProcessGroupVigil() override;
 
+  // Keeps a weak reference to `group` for stopAllForExit (the module's
+  // constructor calls it for every group it makes).
+  static void track(const c10::intrusive_ptr<ProcessGroupVigil>& group);
+  // The interpreter's exit (vigil.torch's atexit handler, GIL released):
+  // stops the threads of every live group (stopThreads), while they can
+  // still take the GIL to run callbacks and free tensors. The caller has
+  // destroyed the communicators first, so nothing in flight waits long.
+  static void stopAllForExit();
+  // Runs what is queued, then ends the group's threads; later operations
+  // fail with VG-TORCH-006. The destructor's first step; idempotent.
+  void stopThreads();
+
   const std::string getBackendName() const override { return "vigil"; }
   const std::string& commName() const { return commName_; }
   std::chrono::milliseconds timeout() const { return timeout_; }

@@ -57,5 +57,30 @@ TEST(CompletionPool, DestroyedFromItsOwnCompletion) {
   }
 }
 
+// stop() (the interpreter's exit): what is queued runs, the threads end, and
+// a completion pushed afterwards runs at once on the pushing thread.
+TEST(CompletionPool, StopRunsWhatIsQueuedThenRunsPushesInline) {
+  CompletionPool pool;
+  std::promise<void> release;
+  std::shared_future<void> released = release.get_future().share();
+  std::atomic<int> ran{0};
+  std::thread::id ranOn;
+  pool.push([released, &ran] {
+    released.wait();
+    ++ran;
+  });
+  pool.push([&ran] { ++ran; });
+  release.set_value();
+  pool.stop();
+  EXPECT_EQ(ran.load(), 2);
+  pool.push([&] {
+    ++ran;
+    ranOn = std::this_thread::get_id();
+  });
+  EXPECT_EQ(ran.load(), 3);
+  EXPECT_EQ(ranOn, std::this_thread::get_id());
+  pool.stop();  // idempotent, as the destructor calls it again
+}
+
 }  // namespace
 }  // namespace vigil::torchpg

@@ -10,11 +10,17 @@ Importing this module registers the backend::
 Every process group gets its own vigil communicator; its root info travels
 through the group's c10d store, and the group's timeout becomes the
 communicator's per-operation deadline. Operations run in issue order on one
-worker thread per group (point-to-point traffic on one per peer and
-direction), so collectives return at once with an async Work whose errors
-carry vigil's full text: error id, rank, operation, cause and remedy.
+worker thread per group (point-to-point traffic as requests, progressed by a
+thread of the group's own), so collectives return at once with an async Work
+whose errors carry vigil's full text: error id, rank, operation, cause and
+remedy.
+
+At exit, the communicators are destroyed (the peers hear that this process
+exited) and every group's threads are stopped before Python finalizes: a
+thread that takes the GIL after that would abort the process (VG-TORCH-006).
 """
 
+import atexit as _atexit
 from datetime import timedelta
 
 import torch as _torch
@@ -26,6 +32,16 @@ from . import _vigil_torch
 BACKEND_NAME = "vigil"
 
 ProcessGroupVigil = _vigil_torch.ProcessGroupVigil
+
+
+@_atexit.register  # after vigil's own handler was registered: runs before it
+def _stop_groups_at_exit():
+    from vigil import _tell_peers_how_this_process_ends
+
+    # Operations in flight end with "this process exited", then the threads
+    # run what is left (future callbacks among it) while they can take the GIL.
+    _tell_peers_how_this_process_ends()
+    _vigil_torch._stop_groups_for_exit()
 
 
 def _timeout_ms(timeout):

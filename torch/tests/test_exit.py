@@ -1,0 +1,108 @@
+"""A rank's interpreter exits while a group still has work in flight.
+
+A group that Python frees only while it finalizes (one kept by a module's
+globals, or by a reference cycle such as DDP's, which the last garbage
+collection breaks) must not have threads left then: they run future
+callbacks and free tensors of Python's, both under the GIL, and a thread
+that takes the GIL while the interpreter finalizes is ended by Python, which
+a C++ thread does not survive (std::terminate, SIGABRT). vigil.torch ends
+its groups' threads at exit (atexit), while they can still take the GIL.
+"""
+
+import atexit
+import os
+from datetime import timedelta
+
+import torch
+import torch.distributed as dist
+
+from dist_harness import run_ranks, store_of
+
+# What a rank keeps until its interpreter finalizes.
+_KEPT = []
+
+
+def _record(name, text):
+    with open(os.path.join(os.environ["VIGIL_TEST_EXIT_DIR"], name), "w") as f:
+        f.write(text)
+
+
+def _outcome(fut):
+    try:
+        fut.wait()
+        return "completed"
+    except RuntimeError as e:
+        return str(e)
+
+
+def receive_in_flight_at_exit(rank, world):
+    group = dist.new_group([0, 1], timeout=timedelta(seconds=60))
+    _KEPT.append(group)  # as a DDP model in a reference cycle keeps its group
+    if rank == 0:
+        # Never matched. Only the group holds the work, its tensor and the
+        # callback when the rank returns; the callback runs at exit.
+        work = dist.irecv(torch.empty(4), src=1, group=group)
+        work.get_future().then(lambda fut: _record("callback", _outcome(fut)))
+        del work
+    store_of().set("rank %d posted" % rank, "1")
+    store_of().get("rank %d posted" % (1 - rank))
+
+
+def test_rank_exits_with_a_receive_in_flight(tmp_path, monkeypatch):
+    monkeypatch.setenv("VIGIL_TEST_EXIT_DIR", str(tmp_path))
+    # A rank that aborts at exit fails run_ranks (process 0 terminated with signal SIGABRT).
+    run_ranks(receive_in_flight_at_exit, 2, deadline_s=60)
+    # The callback ran, at exit, with the error of the communicator's destruction.
+    text = (tmp_path / "callback").read_text()
+    assert text.startswith("VG-COMM-001: rank 0/2 (comm 'torch-"), text
+    assert "recv" in text or "wait for requests" in text, text
+    assert "the communicator was destroyed while this operation waited" in text, text
+
+
+def collectives_in_flight_at_exit(rank, world):
+    group = dist.new_group([0, 1], timeout=timedelta(seconds=60))
+    _KEPT.append(group)
+    # Issued, with callbacks, and never waited: the rank returns at once.
+    for step in range(20):
+        work = dist.all_reduce(torch.full((1024,), float(step)), group=group, async_op=True)
+        work.get_future().then(lambda fut, step=step: _record("step %d" % step, "ran"))
+
+
+def test_rank_exits_with_collectives_in_flight(tmp_path, monkeypatch):
+    monkeypatch.setenv("VIGIL_TEST_EXIT_DIR", str(tmp_path))
+    run_ranks(collectives_in_flight_at_exit, 2, deadline_s=60)
+    # Every callback ran before the interpreter finalized, on both ranks.
+    assert sorted(os.listdir(tmp_path)) == sorted("step %d" % step for step in range(20))
+
+
+# (rank, group) for the handler below.
+_USED_AT_EXIT = []
+
+
+def _issue_after_vigil_stopped():
+    # Registered before vigil.torch was imported: runs after its exit handler.
+    for rank, group in _USED_AT_EXIT:
+        try:
+            group.allreduce([torch.ones(2)]).wait()
+            _record("after exit rank %d" % rank, "completed")
+        except RuntimeError as e:
+            _record("after exit rank %d" % rank, str(e))
+
+
+atexit.register(_issue_after_vigil_stopped)
+
+
+def group_used_after_exit_began(rank, world):
+    group = dist.new_group([0, 1], timeout=timedelta(seconds=60))
+    dist.all_reduce(torch.ones(2), group=group)
+    _USED_AT_EXIT.append((rank, group))
+
+
+def test_an_operation_after_the_exit_handler_fails_with_its_id(tmp_path, monkeypatch):
+    monkeypatch.setenv("VIGIL_TEST_EXIT_DIR", str(tmp_path))
+    run_ranks(group_used_after_exit_began, 2, deadline_s=60)
+    for rank in (0, 1):
+        text = (tmp_path / ("after exit rank %d" % rank)).read_text()
+        assert text.startswith("VG-TORCH-006: rank %d/2 (comm 'torch-" % rank), text
+        assert "allreduce: issued after the interpreter began to exit" in text, text
+        assert "Remedy: issue the group's operations before the program ends" in text, text
