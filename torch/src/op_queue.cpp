@@ -19,14 +19,16 @@ OpQueue::~OpQueue() {
 }
 
 void OpQueue::stop() {
-  std::lock_guard stopping(stopMutex_);
+  std::thread worker, watcher;  // taken out: a second stop() has nothing to join
   {
     std::lock_guard lock(mutex_);
     stopping_ = true;
+    worker.swap(worker_);
+    watcher.swap(watcher_);
   }
   workerWakes_.notify_all();
-  if (worker_.joinable()) worker_.join();
-  if (watcher_.joinable()) watcher_.join();  // it ends when the worker did
+  if (worker.joinable()) worker.join();
+  if (watcher.joinable()) watcher.join();  // it ends when the worker did
 }
 
 void OpQueue::push(Job job) {

@@ -74,8 +74,7 @@ class OpQueue {
   std::string brokenBy_;  // the text of the error that broke the queue
   bool stopping_ = false;
   bool workerDone_ = false;
-  std::mutex stopMutex_;  // one stop() joins; a second waits for it
-  std::thread worker_;    // the threads last: they start on the fields above
+  std::thread worker_;  // the threads last: they start on the fields above
   std::thread watcher_;
 };
 

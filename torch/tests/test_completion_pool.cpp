@@ -20,7 +20,10 @@ TEST(CompletionPool, ABlockedCompletionDoesNotHoldUpAnother) {
   std::promise<void> second;
   std::future<void> secondDone = second.get_future();
   std::promise<void> first;
-  pool.push([&] { secondDone.wait(); first.set_value(); });  // waits for the next one
+  pool.push([&] {
+    secondDone.wait();
+    first.set_value();
+  });  // waits for the next one
   pool.push([&] { second.set_value(); });
   first.get_future().wait();
 }
