@@ -2,6 +2,8 @@
 
 #include <system_error>
 
+#include "backend_threads.hpp"
+
 namespace vigil::torchpg {
 
 CompletionPool::CompletionPool() : state_(std::make_shared<State>()) {}
@@ -40,7 +42,7 @@ void CompletionPool::push(std::function<void()> completion) {
     // behind a blocked callback could be the one that callback waits for.
     if (state_->completions.size() > state_->idle) {
       try {
-        threads_.emplace_back([state = state_] { run(state); });
+        threads_.emplace_back(startBackendThread([state = state_] { run(state); }));
       } catch (const std::system_error&) {
         // Out of threads: a busy thread takes it when its callback returns.
       }

@@ -2,6 +2,8 @@
 
 #include <vector>
 
+#include "backend_threads.hpp"
+
 namespace vigil::torchpg {
 namespace {
 
@@ -12,7 +14,10 @@ std::string millisecondsText(OpQueue::Clock::duration d) {
 }  // namespace
 
 OpQueue::OpQueue(std::string name, std::chrono::milliseconds timeout)
-    : name_(std::move(name)), timeout_(timeout), worker_([this] { work(); }), watcher_([this] { watch(); }) {}
+    : name_(std::move(name)),
+      timeout_(timeout),
+      worker_(startBackendThread([this] { work(); })),
+      watcher_(startBackendThread([this] { watch(); })) {}
 
 OpQueue::~OpQueue() {
   stop();

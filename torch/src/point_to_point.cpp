@@ -2,6 +2,8 @@
 
 #include <utility>
 
+#include "backend_threads.hpp"
+
 namespace vigil::torchpg {
 
 PointToPoint::PointToPoint(const vigil::Communicator& groupComm) : comm_(groupComm.split(0, groupComm.rank())) {}
@@ -48,7 +50,7 @@ void PointToPoint::post(vigilRequest_t request, c10::intrusive_ptr<VigilWork> wo
   // Called with mutex_ held, right after the request was posted: the thread
   // sees it in pending_ before a wait could complete it.
   pending_.push_back({request, std::move(work), std::move(done)});
-  if (!thread_.joinable()) thread_ = std::thread([this] { progress(); });
+  if (!thread_.joinable()) thread_ = startBackendThread([this] { progress(); });
   changed_.notify_all();
 }
 

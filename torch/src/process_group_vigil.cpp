@@ -7,6 +7,7 @@
 #include <cstdio>
 #include <mutex>
 
+#include "backend_threads.hpp"
 #include "tensor_args.hpp"
 #include "vigil_work.hpp"
 
@@ -70,12 +71,32 @@ ProcessGroupVigil::ProcessGroupVigil(const c10::intrusive_ptr<c10d::Store>& stor
 }
 
 ProcessGroupVigil::~ProcessGroupVigil() {
+  shutDown();  // done already when a weak reference outlived the last strong one
+}
+
+void ProcessGroupVigil::release_resources() {
+  // The last strong reference is gone while track's weak one lives on: c10
+  // deletes the group only when that weak reference goes too, which for the
+  // registry's is never. So the destructor's work is done here, now.
+  shutDown();
+}
+
+void ProcessGroupVigil::shutDown() noexcept {
+  if (!comm_) return;
   // The workers may hold the last reference to a Python tensor and need the
   // GIL to free it: never wait for them while holding it (Python drops the
   // group, or a DDP reducer that holds it, with the GIL held).
   PyThreadState* python = Py_IsInitialized() && PyGILState_Check() ? PyEval_SaveThread() : nullptr;
   stopThreads();
+  queue_.reset();
+  p2p_.reset();  // its communicator
+  completions_.reset();
+  {
+    std::lock_guard lock(symmetricMutex_);
+    symmetricBlocks_.clear();  // each holds the communicator
+  }
   comm_.reset();  // destroyed here, or with the last tensor over its symmetric heap
+  store_.reset();
   if (python != nullptr) PyEval_RestoreThread(python);
 }
 
@@ -116,6 +137,18 @@ void ProcessGroupVigil::stopAllForExit() {
     }
   }
   for (const auto& group : groups) group->stopThreads();
+  groups.clear();
+  // Threads of groups destroyed from a thread of their own (a future's
+  // callback that dropped the last reference) end on their own: wait for
+  // them too, so that none takes the GIL once Python finalizes.
+  constexpr std::chrono::seconds kSlice(10);
+  for (size_t waited = 1; !waitForBackendThreads(kSlice); ++waited) {
+    std::fprintf(stderr,
+                 "vigil.torch: at exit, %zu backend thread(s) still run after %zu s (a future's callback that has "
+                 "not returned, or an operation waiting for its deadline); waiting for them before Python "
+                 "finalizes\n",
+                 runningBackendThreads(), waited * static_cast<size_t>(kSlice.count()));
+  }
 }
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupVigil::launch(const char* op, WorkSpec spec, std::function<void()> body) {

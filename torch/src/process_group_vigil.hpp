@@ -34,16 +34,21 @@ class ProcessGroupVigil final : public c10d::ProcessGroup {
   ~ProcessGroupVigil() override;
 
   // Keeps a weak reference to `group` for stopAllForExit (the module's
-  // constructor calls it for every group it makes).
+  // constructor calls it for every group it makes). With it, c10 calls
+  // release_resources, not the destructor, when the last strong reference
+  // goes: both shut the group down (shutDown).
   static void track(const c10::intrusive_ptr<ProcessGroupVigil>& group);
   // The interpreter's exit (vigil.torch's atexit handler, GIL released):
   // stops the threads of every live group (stopThreads), while they can
-  // still take the GIL to run callbacks and free tensors. The caller has
-  // destroyed the communicators first, so nothing in flight waits long.
+  // still take the GIL to run callbacks and free tensors, then waits for
+  // every backend thread (startBackendThread) to end, those of groups gone
+  // before included. The caller has destroyed the communicators first, so
+  // nothing in flight waits long.
   static void stopAllForExit();
   // Runs what is queued, then ends the group's threads; later operations
-  // fail with VG-TORCH-006. The destructor's first step; idempotent.
+  // fail with VG-TORCH-006. shutDown's first step; idempotent.
   void stopThreads();
+  void release_resources() override;
 
   const std::string getBackendName() const override { return "vigil"; }
   const std::string& commName() const { return commName_; }
@@ -158,6 +163,10 @@ class ProcessGroupVigil final : public c10d::ProcessGroup {
   void requirePeer(const OpSite& site, int peer) const;
   // On the queue's worker: frees the blocks that no rank uses.
   size_t collectSymmetric();
+  // The destructor's work, done once, with no strong reference left: ends
+  // the threads (stopThreads), then frees the queue, the point-to-point
+  // communicator, the communicator and the store.
+  void shutDown() noexcept;
 
   std::string commName_;
   std::chrono::milliseconds timeout_;

@@ -2,7 +2,8 @@
 // run on the pool's threads, a blocked completion does not hold up another,
 // and the pool may be destroyed from inside one of its own completions (the
 // last reference to a process group dropped with a Work's callback), which
-// must neither deadlock nor terminate the process.
+// must neither deadlock nor terminate the process; the backend's thread
+// count, which the exit handler waits on.
 #include <gtest/gtest.h>
 
 #include <atomic>
@@ -10,6 +11,7 @@
 #include <memory>
 #include <thread>
 
+#include "backend_threads.hpp"
 #include "completion_pool.hpp"
 
 namespace vigil::torchpg {
@@ -83,6 +85,21 @@ TEST(CompletionPool, StopRunsWhatIsQueuedThenRunsPushesInline) {
   EXPECT_EQ(ran.load(), 3);
   EXPECT_EQ(ranOn, std::this_thread::get_id());
   pool.stop();  // idempotent, as the destructor calls it again
+}
+
+// The exit handler waits for every backend thread, a detached one included
+// (the pool's thread that destroyed its own pool, above, ends on its own).
+TEST(BackendThreads, CountedUntilTheirBodyEnds) {
+  ASSERT_TRUE(waitForBackendThreads(std::chrono::seconds(60)));  // those of the tests above
+  std::promise<void> release;
+  std::shared_future<void> released = release.get_future().share();
+  std::thread held = startBackendThread([released] { released.wait(); });
+  held.detach();
+  EXPECT_EQ(runningBackendThreads(), 1u);
+  EXPECT_FALSE(waitForBackendThreads(std::chrono::milliseconds(0)));
+  release.set_value();
+  EXPECT_TRUE(waitForBackendThreads(std::chrono::seconds(60)));
+  EXPECT_EQ(runningBackendThreads(), 0u);
 }
 
 }  // namespace

@@ -106,3 +106,74 @@ def test_an_operation_after_the_exit_handler_fails_with_its_id(tmp_path, monkeyp
         assert text.startswith("VG-TORCH-006: rank %d/2 (comm 'torch-" % rank), text
         assert "allreduce: issued after the interpreter began to exit" in text, text
         assert "Remedy: issue the group's operations before the program ends" in text, text
+
+
+def group_freed_by_its_callback(rank, world):
+    import threading
+
+    group = dist.new_group([0, 1], timeout=timedelta(seconds=60))
+    work = dist.all_reduce(torch.ones(256), group=group, async_op=True)
+    called = threading.Event()
+
+    def callback(fut, group=group):
+        _record("callback rank %d" % rank, "sum %g" % fut.value()[0].sum().item())
+        called.set()
+        # The closure holds the group: the completion thread that ran this
+        # drops the group's last reference, and destroys the group, while
+        # the main thread goes on to exit.
+
+    work.get_future().then(callback)
+    del work
+    dist.destroy_process_group(group)  # torch's maps let go of it
+    del group
+    called.wait()
+
+
+def test_a_group_whose_last_reference_a_callback_drops_at_exit(tmp_path, monkeypatch):
+    monkeypatch.setenv("VIGIL_TEST_EXIT_DIR", str(tmp_path))
+    # The completion thread destroys the group as the interpreter exits: the
+    # exit handler waits for it (before, the thread was ended by Python
+    # finalizing: SIGABRT, "terminate called without an active exception").
+    for _ in range(3):
+        run_ranks(group_freed_by_its_callback, 2, deadline_s=60)
+        for rank in (0, 1):
+            assert (tmp_path / ("callback rank %d" % rank)).read_text() == "sum 512"
+
+
+def _threads_and_fds():
+    return len(os.listdir("/proc/self/task")), len(os.listdir("/proc/self/fd"))
+
+
+def _use_and_destroy_groups(rank, count):
+    groups = [dist.new_group([0, 1], timeout=timedelta(seconds=60)) for _ in range(count)]
+    peer = 1 - rank
+    for group in groups:
+        tensor = torch.full((64,), float(rank + 1))
+        dist.all_reduce(tensor, group=group)  # the queue's worker
+        if rank == 0:
+            dist.send(tensor, dst=peer, group=group)  # the point-to-point thread
+        else:
+            dist.recv(tensor, src=peer, group=group)
+        dist.all_reduce(tensor, group=group, async_op=True).get_future().then(lambda fut: None).wait()
+        assert tensor.sum().item() == 64 * 6, tensor  # (1 + 2) twice
+    for group in groups:
+        dist.destroy_process_group(group)
+    del group, groups
+
+
+def groups_destroyed(rank, world):
+    _use_and_destroy_groups(rank, 1)  # torch's own lazy threads and files start here
+    before = _threads_and_fds()
+    _use_and_destroy_groups(rank, 3)
+    _record("rank %d" % rank, "%d threads %d fds -> %d threads %d fds" % (before + _threads_and_fds()))
+
+
+def test_a_destroyed_group_leaves_no_thread_and_no_file(tmp_path, monkeypatch):
+    monkeypatch.setenv("VIGIL_TEST_EXIT_DIR", str(tmp_path))
+    # Before, a group lived on after its last reference went, until the next
+    # group was made (the registry of groups held a weak reference to it,
+    # which delays c10's delete): its threads, its communicator's files.
+    run_ranks(groups_destroyed, 2, deadline_s=120)
+    for rank in (0, 1):
+        before, after = (tmp_path / ("rank %d" % rank)).read_text().split(" -> ")
+        assert after == before, (rank, before, after)
