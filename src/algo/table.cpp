@@ -69,7 +69,7 @@ constexpr AlgoRow kTable[] = {
    .needs = Needs::LoadStore, .run = allReduceShm},
   {.kind = OpKind::AllReduce, .id = kRecursiveDoubling, .name = "recursive_doubling",
    .description = "log2(n) steps of the whole vector", .pickUpTo = kTcpAllReduceLatencyBytes,
-   .run = allReduceRecursiveDoubling},
+   .checksEveryRank = true, .run = allReduceRecursiveDoubling},
   {.kind = OpKind::AllReduce, .id = kRing, .name = "ring",
    .description = "ring reduce-scatter then ring allgather, pipelined", .run = allReduceRing},
 

@@ -45,6 +45,12 @@ struct AlgoRow {
   Needs needs = Needs::Steps;
   std::optional<size_t> pickUpTo = kAnySize;
   int pickFromRanks = 1;  // ... and on at least this many ranks
+  // Every rank's result depends on every rank's input, and each step sends
+  // only after the messages it combines were received (their headers
+  // checked): a rank that completes has compared, through a chain of
+  // checked headers, its fingerprint with every rank's. Such an op needs no
+  // confirmation from the left neighbour over the control plane.
+  bool checksEveryRank = false;
   void (*run)(StepRunner& runner, const OpDesc& op) = nullptr;
 
   bool applies(const Topology& topo) const {

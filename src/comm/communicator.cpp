@@ -136,6 +136,7 @@ void Communicator::runCollective(const OpDesc& op) {
   } else {
     algorithm.run(*this, op);
   }
+  if (algorithm.checksEveryRank) op_.heardFromLeft = op_.heardByRight = true;
   if (nranks_ > 1 && !op_.heardByRight) control_.pushFingerprint(op_.header);
   if (nranks_ > 1 && !op_.heardFromLeft) confirmWithLeftNeighbour();
   completedSeq_.store(seq);  // the data moved consistently, whatever the numbers say
@@ -300,6 +301,8 @@ void Communicator::exchange(std::span<const Transfer> transfers, ExchangeWork* w
 
 void Communicator::confirmWithLeftNeighbour() {
   const int left = algo::mod(rank_ - 1, nranks_);
+  VIGIL_LOG_AT(LogLevel::Trace, rank_, op_.label, " seq ", op_.header.seq, " waits for rank ", left,
+               "'s fingerprint (control plane)");
   // The left neighbour sent no data message to this rank in this op, so it
   // pushed its fingerprint at the op's end: here, or on its way. Asked for
   // only if it has not come by the stall time.

@@ -7,10 +7,18 @@
 // from this call; its very next call returns vigilMismatch.
 
 #include <gtest/gtest.h>
+#include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
+#include <cstdio>
+#include <fstream>
+#include <thread>
 
 #include "common/thread_ranks.hpp"
+#include "core/config.hpp"
+#include "core/log.hpp"
+#include "core/strcat.hpp"
 
 namespace vigil::test {
 namespace {
@@ -100,6 +108,79 @@ TEST_P(MismatchMatrix, DifferentRootsOfTheSameCollective) {
           return collectives(rank == 0 ? 0 : 1)[i].call(c, in, out);  // each side names another root
         },
         name + " with roots 0 vs 1");
+  }
+}
+
+// A recursive-doubling allreduce checks every rank's fingerprint on its data
+// path (each step combines what it received, its header checked, before it
+// sends the next): no rank waits for its left neighbour's fingerprint over
+// the control plane, as a broadcast's root does, and one rank that reduces
+// differently still fails every rank (the tcp/ variant of the matrix above
+// runs it too, on 3 ranks).
+std::vector<std::string> controlPlaneWaits(int n, OpKind kind) {
+  const std::string path = cat(::testing::TempDir(), "vigil-confirm-log-", getpid(), ".txt");
+  std::remove(path.c_str());
+  processConfig();  // configures the logger once; the capture must come after
+  Logger::instance().configure(LogLevel::Trace, path);
+  const RootInfo root = RootInfo::decode(newRootInfo());
+  CommConfig config = CommConfig::resolve(nullptr, processConfig());
+  config.timeoutMs = 60000;
+  config.transport = TransportKind::Tcp;
+  config.algoText = kind == OpKind::AllReduce ? "allreduce=recursive_doubling" : "broadcast=binomial";
+  std::vector<std::thread> ranks;
+  for (int r = 0; r < n; ++r) {
+    ranks.emplace_back([&, r] {
+      std::shared_ptr<Communicator> comm = Communicator::create(n, root, r, config);
+      std::vector<float> in(kCount, float(r + 1)), out(kCount, 0.0f);
+      OpDesc op;
+      op.kind = kind;
+      op.count = kCount;
+      op.dtype = vigilFloat32;
+      op.redop = vigilSum;
+      op.root = 0;
+      op.send = in.data();
+      op.recv = out.data();
+      for (int i = 0; i < 3; ++i) {
+        comm->run(op);
+        EXPECT_EQ(out[0], kind == OpKind::AllReduce ? float(n * (n + 1) / 2) : 1.0f) << "rank " << r;
+      }
+      comm->destroy();
+    });
+  }
+  for (auto& t : ranks) t.join();
+  Logger::instance().configure(LogLevel::Warn, "");
+  std::ifstream in(path);
+  std::vector<std::string> waits;
+  for (std::string line; std::getline(in, line);) {
+    if (line.find("fingerprint (control plane)") != std::string::npos) waits.push_back(line);
+  }
+  std::remove(path.c_str());
+  return waits;
+}
+
+TEST(DataPathFingerprints, RecursiveDoublingAllReduceWaitsForNoControlMessage) {
+  for (int n : {3, 4, 5, 8}) {
+    const std::vector<std::string> waits = controlPlaneWaits(n, OpKind::AllReduce);
+    EXPECT_TRUE(waits.empty()) << n << " ranks: " << waits.size() << " wait(s), the first: " << waits.front();
+  }
+  // The log shows such waits where they happen: the root of a broadcast received nothing.
+  const std::vector<std::string> waits = controlPlaneWaits(4, OpKind::Broadcast);
+  EXPECT_EQ(std::count_if(waits.begin(), waits.end(),
+                          [](const std::string& line) { return line.find("waits for rank 3's") != std::string::npos; }),
+            3);
+}
+
+TEST(DataPathFingerprints, ARankThatReducesDifferentlyFailsEveryRank) {
+  for (int n : {4, 5}) {
+    for (int odd = 0; odd < n; ++odd) {
+      expectAllMismatch(
+          n,
+          [&](int rank, vigilComm_t c, auto& in, auto& out) {
+            return vigilAllReduce(in.data(), out.data(), kCount, vigilFloat32, rank == odd ? vigilMax : vigilSum, c,
+                                  nullptr);
+          },
+          cat("allreduce max on rank ", odd, " of ", n, ", sum elsewhere"));
+    }
   }
 }
 
